@@ -1,0 +1,893 @@
+//! The process backend: N independent `redis-server` masters as child processes of the
+//! test, each on its own free port and in its own temp dir, with fault controls
+//! (kill, pause, resume, restart keeping or wiping data).
+//!
+//! It exists so that tests can run RedLock against real servers without Docker or root,
+//! many clusters in parallel, and without leaking processes when a test dies.
+
+use std::fmt::Write as _;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
+use redis::aio::MultiplexedConnection;
+use redis::AsyncConnectionConfig;
+
+pub use crate::error::HarnessError;
+
+/// How long a master may take to answer PING after being spawned.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many times a master is respawned when its port turns out to be taken.
+const BIND_ATTEMPTS: u32 = 8;
+/// Name of the redis log file inside a master's dir.
+const LOG_FILE: &str = "redis.log";
+/// Name of the file collecting the child's stdout and stderr.
+const STDERR_FILE: &str = "stderr.log";
+/// Lines of log shown in startup errors.
+const LOG_TAIL_LINES: usize = 25;
+
+/// Options for [`Cluster::start_with`].
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Number of independent masters.
+    pub masters: usize,
+    /// `requirepass` for the default user.
+    pub password: Option<String>,
+    /// An ACL user `(name, password)` created with `on >pass ~* &* +@all`; URLs then use it.
+    pub acl_user: Option<(String, String)>,
+    /// `true` (default): `appendonly yes` + `appendfsync always`, so acknowledged writes
+    /// survive a kill. `false`: `appendonly no`, so a restart comes back empty.
+    pub appendfsync_always: bool,
+    /// Extra `redis-server` arguments, appended last (so they override the defaults).
+    pub extra_args: Vec<String>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            masters: 5,
+            password: None,
+            acl_user: None,
+            appendfsync_always: true,
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+/// What [`Cluster::restart`] does with a master's data before starting it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataMode {
+    /// Keep the data dir: the AOF is replayed on startup.
+    Keep,
+    /// Delete the data dir's contents (logs excepted): the master comes back empty.
+    Wipe,
+}
+
+/// One master: its port, dir and (when running) its process.
+#[derive(Debug)]
+struct Master {
+    port: u16,
+    dir: PathBuf,
+    child: Mutex<Option<Child>>,
+    paused: bool,
+}
+
+/// N independent `redis-server` masters running as children of this process.
+///
+/// Dropping the cluster kills every master and removes its temp dirs. Children also get
+/// `SIGKILL` if the thread that spawned them exits, so create and restart masters from a
+/// long-lived thread (a test's thread or a runtime worker, not `spawn_blocking`).
+#[derive(Debug)]
+pub struct Cluster {
+    opts: ClusterOptions,
+    server: PathBuf,
+    root: PathBuf,
+    masters: Vec<Master>,
+}
+
+/// Finds `redis-server` on `PATH`.
+pub fn redis_server_path() -> Result<PathBuf, HarnessError> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join("redis-server");
+        if is_executable(&candidate) {
+            return Ok(candidate);
+        }
+    }
+    Err(HarnessError::RedisServerMissing {
+        searched: path.to_string_lossy().into_owned(),
+    })
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+impl Cluster {
+    /// Starts `masters` masters with default options.
+    pub async fn start(masters: usize) -> Result<Cluster, HarnessError> {
+        Cluster::start_with(ClusterOptions {
+            masters,
+            ..ClusterOptions::default()
+        })
+        .await
+    }
+
+    /// Starts a cluster with the given options; returns once every master answers PING.
+    pub async fn start_with(opts: ClusterOptions) -> Result<Cluster, HarnessError> {
+        validate(&opts)?;
+        let server = redis_server_path()?;
+        let root = make_root_dir()?;
+        // From here on, `cluster`'s Drop cleans up whatever was started.
+        let mut cluster = Cluster {
+            opts,
+            server,
+            root,
+            masters: Vec::new(),
+        };
+        let ports = distinct_free_ports(cluster.opts.masters)?;
+        for (index, port) in ports.into_iter().enumerate() {
+            let dir = cluster.root.join(format!("m{index}"));
+            fs::create_dir_all(&dir)
+                .map_err(|e| HarnessError::io(format!("creating {}", dir.display()), e))?;
+            cluster.masters.push(Master {
+                port,
+                dir,
+                child: Mutex::new(None),
+                paused: false,
+            });
+        }
+        let launches = cluster.masters.iter().enumerate().map(|(index, m)| {
+            launch(
+                &cluster.server,
+                &cluster.opts,
+                index,
+                &m.dir,
+                m.port,
+                PortPolicy::MayMove,
+            )
+        });
+        let results = futures::future::join_all(launches).await;
+        let mut first_error = None;
+        for (master, result) in cluster.masters.iter_mut().zip(results) {
+            match result {
+                Ok((child, port)) => {
+                    master.port = port;
+                    *master.child.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(child);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(cluster),
+        }
+    }
+
+    /// Number of masters.
+    pub fn len(&self) -> usize {
+        self.masters.len()
+    }
+
+    /// `true` if the cluster has no masters (never the case for a started cluster).
+    pub fn is_empty(&self) -> bool {
+        self.masters.is_empty()
+    }
+
+    /// URLs of all masters, with credentials when configured.
+    pub fn urls(&self) -> Vec<String> {
+        (0..self.len()).map(|i| self.url(i)).collect()
+    }
+
+    /// URL of master `i`, e.g. `redis://127.0.0.1:PORT` or `redis://user:pass@127.0.0.1:PORT`.
+    ///
+    /// # Panics
+    /// If `i >= len()`, like slice indexing.
+    pub fn url(&self, i: usize) -> String {
+        url_for(&self.opts, "127.0.0.1", self.masters[i].port)
+    }
+
+    /// Port of master `i`.
+    ///
+    /// # Panics
+    /// If `i >= len()`, like slice indexing.
+    pub fn port(&self, i: usize) -> u16 {
+        self.masters[i].port
+    }
+
+    /// Data dir of master `i` (it also holds `redis.log`).
+    ///
+    /// # Panics
+    /// If `i >= len()`, like slice indexing.
+    pub fn dir(&self, i: usize) -> &Path {
+        &self.masters[i].dir
+    }
+
+    /// Options the cluster was started with.
+    pub fn options(&self) -> &ClusterOptions {
+        &self.opts
+    }
+
+    /// Kills master `i` with SIGKILL and waits for it to exit. Killing a dead master is a no-op.
+    pub fn kill(&mut self, i: usize) -> Result<(), HarnessError> {
+        let master = self.master_mut(i)?;
+        let child = master
+            .child
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        master.paused = false;
+        match child {
+            Some(mut child) => kill_and_reap(&mut child, i),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops master `i` with SIGSTOP; it keeps its connections but answers nothing.
+    pub fn pause(&mut self, i: usize) -> Result<(), HarnessError> {
+        let pid = self.running_pid(i)?;
+        send(pid, Signal::SIGSTOP)?;
+        wait_for_stopped(pid, true);
+        self.master_mut(i)?.paused = true;
+        Ok(())
+    }
+
+    /// Continues master `i` with SIGCONT after [`Cluster::pause`].
+    pub fn resume(&mut self, i: usize) -> Result<(), HarnessError> {
+        let pid = self.running_pid(i)?;
+        send(pid, Signal::SIGCONT)?;
+        wait_for_stopped(pid, false);
+        self.master_mut(i)?.paused = false;
+        Ok(())
+    }
+
+    /// Kills master `i` if it runs, optionally wipes its data, and starts it again on the
+    /// same port; returns once it answers PING.
+    pub async fn restart(&mut self, i: usize, data: DataMode) -> Result<(), HarnessError> {
+        self.kill(i)?;
+        let (dir, port) = {
+            let master = self.master(i)?;
+            (master.dir.clone(), master.port)
+        };
+        if data == DataMode::Wipe {
+            wipe_dir(&dir)?;
+        }
+        let (child, port) =
+            launch(&self.server, &self.opts, i, &dir, port, PortPolicy::Fixed).await?;
+        let master = self.master_mut(i)?;
+        master.port = port;
+        *master.child.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(child);
+        Ok(())
+    }
+
+    /// A direct connection to master `i`, for inspecting keys in tests.
+    pub async fn client(&self, i: usize) -> Result<MultiplexedConnection, HarnessError> {
+        let master = self.master(i)?;
+        if !self.is_running(i) {
+            return Err(HarnessError::NotRunning {
+                index: i,
+                port: master.port,
+            });
+        }
+        if master.paused {
+            return Err(HarnessError::Paused {
+                index: i,
+                port: master.port,
+            });
+        }
+        connect(&self.url(i), Duration::from_secs(5))
+            .await
+            .map_err(|e| HarnessError::redis(format!("connecting to master {i}"), e))
+    }
+
+    /// `KEYS pattern` on master `i`; an error if it is down or paused.
+    pub async fn keys(&self, i: usize, pattern: &str) -> Result<Vec<String>, HarnessError> {
+        let mut conn = self.client(i).await?;
+        redis::cmd("KEYS")
+            .arg(pattern)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| HarnessError::redis(format!("KEYS {pattern:?} on master {i}"), e))
+    }
+
+    /// `true` if master `i`'s process exists (paused masters count as running).
+    pub fn is_running(&self, i: usize) -> bool {
+        let Some(master) = self.masters.get(i) else {
+            return false;
+        };
+        let mut guard = master.child.lock().unwrap_or_else(|e| e.into_inner());
+        match guard.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Process id of master `i` while its process exists.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        let master = self.masters.get(i)?;
+        let guard = master.child.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref().map(Child::id)
+    }
+
+    /// `true` if master `i` is stopped by [`Cluster::pause`].
+    pub fn is_paused(&self, i: usize) -> bool {
+        self.masters.get(i).is_some_and(|m| m.paused)
+    }
+
+    fn master(&self, i: usize) -> Result<&Master, HarnessError> {
+        let len = self.masters.len();
+        self.masters
+            .get(i)
+            .ok_or(HarnessError::NoSuchMaster { index: i, len })
+    }
+
+    fn master_mut(&mut self, i: usize) -> Result<&mut Master, HarnessError> {
+        let len = self.masters.len();
+        self.masters
+            .get_mut(i)
+            .ok_or(HarnessError::NoSuchMaster { index: i, len })
+    }
+
+    fn running_pid(&mut self, i: usize) -> Result<Pid, HarnessError> {
+        let master = self.master_mut(i)?;
+        let port = master.port;
+        let guard = master.child.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(child) = guard.as_mut() {
+            if matches!(child.try_wait(), Ok(None)) {
+                return Ok(pid_of(child));
+            }
+        }
+        Err(HarnessError::NotRunning { index: i, port })
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for master in &mut self.masters {
+            let slot = master.child.get_mut().unwrap_or_else(|e| e.into_inner());
+            if let Some(mut child) = slot.take() {
+                let _ = signal::kill(pid_of(&child), Signal::SIGCONT);
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+fn validate(opts: &ClusterOptions) -> Result<(), HarnessError> {
+    if opts.masters == 0 {
+        return Err(HarnessError::InvalidOptions(
+            "masters must be at least 1, got 0".into(),
+        ));
+    }
+    if opts.password.as_deref() == Some("") {
+        return Err(HarnessError::InvalidOptions(
+            "password must not be empty (use None for no password)".into(),
+        ));
+    }
+    if let Some((user, pass)) = &opts.acl_user {
+        if user.is_empty() || user.chars().any(char::is_whitespace) {
+            return Err(HarnessError::InvalidOptions(format!(
+                "ACL user name {user:?} must be non-empty and contain no whitespace"
+            )));
+        }
+        if pass.is_empty() {
+            return Err(HarnessError::InvalidOptions(format!(
+                "ACL user {user:?} needs a non-empty password"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The URL clients use for a master at `host:port` under `opts`' credentials.
+pub(crate) fn url_for(opts: &ClusterOptions, host: &str, port: u16) -> String {
+    match (&opts.acl_user, &opts.password) {
+        (Some((user, pass)), _) => format!(
+            "redis://{}:{}@{host}:{port}",
+            percent_encode(user),
+            percent_encode(pass)
+        ),
+        (None, Some(pass)) => format!("redis://:{}@{host}:{port}", percent_encode(pass)),
+        (None, None) => format!("redis://{host}:{port}"),
+    }
+}
+
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+fn make_root_dir() -> Result<PathBuf, HarnessError> {
+    let base = std::env::temp_dir();
+    for _ in 0..16 {
+        let dir = base.join(format!(
+            "quorlock-chaos-{}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        match fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(HarnessError::io(format!("creating {}", dir.display()), e)),
+        }
+    }
+    Err(HarnessError::io(
+        format!("creating a temp dir under {}", base.display()),
+        io::Error::from(io::ErrorKind::AlreadyExists),
+    ))
+}
+
+/// Picks `n` distinct free ports by holding all listeners until every port is known.
+fn distinct_free_ports(n: usize) -> Result<Vec<u16>, HarnessError> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| HarnessError::io("binding 127.0.0.1:0 to pick a free port", e))?;
+    listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| HarnessError::io("reading a picked port", e))
+}
+
+fn free_port() -> Result<u16, HarnessError> {
+    Ok(distinct_free_ports(1)?.first().copied().unwrap_or(0))
+}
+
+/// Deletes everything in `dir` except the log files.
+fn wipe_dir(dir: &Path) -> Result<(), HarnessError> {
+    let entries =
+        fs::read_dir(dir).map_err(|e| HarnessError::io(format!("reading {}", dir.display()), e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| HarnessError::io(format!("reading {}", dir.display()), e))?;
+        let name = entry.file_name();
+        if name == LOG_FILE || name == STDERR_FILE {
+            continue;
+        }
+        let path = entry.path();
+        let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        let result = if is_dir {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        result.map_err(|e| HarnessError::io(format!("wiping {}", path.display()), e))?;
+    }
+    Ok(())
+}
+
+fn server_args(opts: &ClusterOptions, dir: &Path, port: u16) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "--port".into(),
+        port.to_string(),
+        "--bind".into(),
+        "127.0.0.1".into(),
+        "--protected-mode".into(),
+        "no".into(),
+        "--daemonize".into(),
+        "no".into(),
+        "--dir".into(),
+        dir.display().to_string(),
+        "--dbfilename".into(),
+        "dump.rdb".into(),
+        "--save".into(),
+        String::new(),
+        "--logfile".into(),
+        dir.join(LOG_FILE).display().to_string(),
+    ];
+    if opts.appendfsync_always {
+        args.extend(["--appendonly", "yes", "--appendfsync", "always"].map(String::from));
+    } else {
+        args.extend(["--appendonly", "no"].map(String::from));
+    }
+    if let Some(pass) = &opts.password {
+        args.extend(["--requirepass".to_string(), pass.clone()]);
+    }
+    if let Some((user, pass)) = &opts.acl_user {
+        args.extend([
+            "--user".to_string(),
+            user.clone(),
+            "on".into(),
+            format!(">{pass}"),
+            "~*".into(),
+            "&*".into(),
+            "+@all".into(),
+        ]);
+    }
+    args.extend(opts.extra_args.iter().cloned());
+    args
+}
+
+/// Whether a launch may pick another port when the requested one is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PortPolicy {
+    /// First start: move to another free port.
+    MayMove,
+    /// Restart: the port is part of the master's identity; retry it for a while.
+    Fixed,
+}
+
+/// Outcome of waiting for a freshly spawned master.
+enum Readiness {
+    Ready,
+    PortBusy,
+}
+
+/// Spawns a master and waits until it answers PING, retrying when its port is taken.
+async fn launch(
+    server: &Path,
+    opts: &ClusterOptions,
+    index: usize,
+    dir: &Path,
+    port: u16,
+    policy: PortPolicy,
+) -> Result<(Child, u16), HarnessError> {
+    let mut port = port;
+    for _ in 0..BIND_ATTEMPTS {
+        let log_offsets = (
+            file_len(&dir.join(LOG_FILE)),
+            file_len(&dir.join(STDERR_FILE)),
+        );
+        let mut child = spawn_server(server, opts, dir, port)?;
+        let url = url_for(opts, "127.0.0.1", port);
+        match wait_ready(&mut child, &url, index, port, dir, log_offsets).await {
+            Ok(Readiness::Ready) => return Ok((child, port)),
+            Ok(Readiness::PortBusy) => {
+                let _ = kill_and_reap(&mut child, index);
+                match policy {
+                    PortPolicy::MayMove => port = free_port()?,
+                    PortPolicy::Fixed => tokio::time::sleep(Duration::from_millis(250)).await,
+                }
+            }
+            Err(e) => {
+                let _ = kill_and_reap(&mut child, index);
+                return Err(e);
+            }
+        }
+    }
+    Err(HarnessError::PortUnavailable {
+        index,
+        port,
+        attempts: BIND_ATTEMPTS,
+    })
+}
+
+fn spawn_server(
+    server: &Path,
+    opts: &ClusterOptions,
+    dir: &Path,
+    port: u16,
+) -> Result<Child, HarnessError> {
+    let out_path = dir.join(STDERR_FILE);
+    let out = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&out_path)
+        .map_err(|e| HarnessError::io(format!("opening {}", out_path.display()), e))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| HarnessError::io(format!("duplicating {}", out_path.display()), e))?;
+    let mut cmd = Command::new(server);
+    cmd.args(server_args(opts, dir, port))
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    die_with_parent(&mut cmd);
+    cmd.spawn()
+        .map_err(|e| HarnessError::io(format!("spawning {} on port {port}", server.display()), e))
+}
+
+/// Makes the child receive SIGKILL when the spawning thread of this process goes away.
+#[allow(unsafe_code)]
+fn die_with_parent(cmd: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the forked child between fork and exec. It only calls
+    // prctl(2) and getppid(2), which are async-signal-safe, and builds io::Errors from raw
+    // OS codes, which does not allocate; it takes no locks and touches no shared state.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+async fn wait_ready(
+    child: &mut Child,
+    url: &str,
+    index: usize,
+    port: u16,
+    dir: &Path,
+    log_offsets: (u64, u64),
+) -> Result<Readiness, HarnessError> {
+    let started = tokio::time::Instant::now();
+    let expected_pid = child.id();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let new_output = format!(
+                    "{}{}",
+                    read_from(&dir.join(LOG_FILE), log_offsets.0),
+                    read_from(&dir.join(STDERR_FILE), log_offsets.1)
+                );
+                if new_output.contains("Address already in use")
+                    || new_output.contains("Failed listening on port")
+                {
+                    return Ok(Readiness::PortBusy);
+                }
+                return Err(HarnessError::Exited {
+                    index,
+                    port,
+                    status: status.to_string(),
+                    log: dir.join(LOG_FILE),
+                    log_tail: log_tail(dir),
+                });
+            }
+            Ok(None) => {}
+            Err(e) => return Err(HarnessError::io(format!("polling master {index}"), e)),
+        }
+        if let Some(pid) = ping_pid(url).await {
+            if pid == expected_pid {
+                return Ok(Readiness::Ready);
+            }
+            // Another redis-server owns this port; ours will fail to bind.
+            return Ok(Readiness::PortBusy);
+        }
+        if started.elapsed() >= READY_TIMEOUT {
+            return Err(HarnessError::StartTimeout {
+                index,
+                port,
+                waited: READY_TIMEOUT,
+                log: dir.join(LOG_FILE),
+                log_tail: log_tail(dir),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// PINGs the server at `url` and returns its `process_id`, or `None` if it is not ready.
+async fn ping_pid(url: &str) -> Option<u32> {
+    // Short: the caller polls until READY_TIMEOUT, and a port held by a non-redis
+    // listener would otherwise stall every probe.
+    let mut conn = connect(url, Duration::from_millis(300)).await.ok()?;
+    let pong: String = redis::cmd("PING").query_async(&mut conn).await.ok()?;
+    if pong != "PONG" {
+        return None;
+    }
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn)
+        .await
+        .ok()?;
+    info.lines()
+        .find_map(|line| line.strip_prefix("process_id:"))
+        .and_then(|pid| pid.trim().parse().ok())
+}
+
+async fn connect(url: &str, timeout: Duration) -> redis::RedisResult<MultiplexedConnection> {
+    let client = redis::Client::open(url)?;
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+}
+
+fn pid_of(child: &Child) -> Pid {
+    Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX))
+}
+
+fn send(pid: Pid, sig: Signal) -> Result<(), HarnessError> {
+    signal::kill(pid, sig).map_err(|source| HarnessError::Signal {
+        pid: u32::try_from(pid.as_raw()).unwrap_or(0),
+        signal: sig.as_str(),
+        source,
+    })
+}
+
+fn kill_and_reap(child: &mut Child, index: usize) -> Result<(), HarnessError> {
+    // Ignore errors from kill: the child may have exited already; wait() tells.
+    let _ = child.kill();
+    child
+        .wait()
+        .map(|_| ())
+        .map_err(|e| HarnessError::io(format!("waiting for master {index} to exit"), e))
+}
+
+/// Waits (bounded, best effort via /proc) until the process is stopped or no longer stopped,
+/// so that a pause is in effect when `pause` returns.
+fn wait_for_stopped(pid: Pid, stopped: bool) {
+    let stat_path = format!("/proc/{}/stat", pid.as_raw());
+    for _ in 0..200 {
+        let Ok(stat) = fs::read_to_string(&stat_path) else {
+            return;
+        };
+        // Format: "pid (comm) S ..."; comm may contain spaces, so split after the last ')'.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next());
+        match state {
+            Some('T') | Some('t') if stopped => return,
+            Some(s) if !stopped && s != 'T' && s != 't' => return,
+            None => return,
+            _ => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+}
+
+fn file_len(path: &Path) -> u64 {
+    fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+fn read_from(path: &Path, offset: u64) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = File::open(path) {
+        if file.seek(SeekFrom::Start(offset)).is_ok() {
+            let mut bytes = Vec::new();
+            let _ = file.read_to_end(&mut bytes);
+            text = String::from_utf8_lossy(&bytes).into_owned();
+        }
+    }
+    text
+}
+
+/// The last lines of a master's redis log and stderr, for error messages.
+fn log_tail(dir: &Path) -> String {
+    let mut out = String::new();
+    for name in [LOG_FILE, STDERR_FILE] {
+        let text = read_from(&dir.join(name), 0);
+        let lines: Vec<&str> = text.lines().collect();
+        let start = lines.len().saturating_sub(LOG_TAIL_LINES);
+        if !lines.is_empty() {
+            let _ = writeln!(out, "--- {name} ---");
+            for line in &lines[start..] {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push_str("(no log output)");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_carry_percent_encoded_credentials() {
+        let mut opts = ClusterOptions::default();
+        assert_eq!(url_for(&opts, "h", 1), "redis://h:1");
+        opts.password = Some("p@ss word".into());
+        assert_eq!(url_for(&opts, "h", 1), "redis://:p%40ss%20word@h:1");
+        opts.acl_user = Some(("alice".into(), "s3cr:t".into()));
+        assert_eq!(url_for(&opts, "h", 1), "redis://alice:s3cr%3At@h:1");
+    }
+
+    #[test]
+    fn invalid_options_are_rejected_with_the_bad_value() {
+        let opts = ClusterOptions {
+            masters: 0,
+            ..ClusterOptions::default()
+        };
+        assert!(validate(&opts).is_err());
+        let opts = ClusterOptions {
+            acl_user: Some(("bad user".into(), "x".into())),
+            ..ClusterOptions::default()
+        };
+        let err = validate(&opts).unwrap_err().to_string();
+        assert!(err.contains("bad user"), "{err}");
+    }
+
+    #[test]
+    fn default_args_enable_fsync_always_and_disable_rdb() {
+        let args = server_args(&ClusterOptions::default(), Path::new("/d"), 7);
+        let joined = args.join(" ");
+        assert!(
+            joined.contains("--appendonly yes --appendfsync always"),
+            "{joined}"
+        );
+        assert!(joined.contains("--port 7 "), "{joined}");
+        let save = args.iter().position(|a| a == "--save").unwrap();
+        assert_eq!(args[save + 1], "");
+    }
+
+    #[test]
+    fn missing_redis_server_message_says_how_to_install() {
+        let err = HarnessError::RedisServerMissing {
+            searched: "/nowhere".into(),
+        }
+        .to_string();
+        assert!(err.contains("apt-get install redis-server"));
+        assert!(err.contains("brew install redis"));
+        assert!(err.contains("docker compose up"));
+    }
+}
+
+#[cfg(test)]
+mod port_race_tests {
+    use super::*;
+
+    fn temp_master_dir() -> PathBuf {
+        let dir = make_root_dir().unwrap();
+        fs::create_dir_all(dir.join("m0")).unwrap();
+        dir
+    }
+
+    #[tokio::test]
+    async fn a_taken_port_moves_a_first_start_elsewhere() {
+        let holder = TcpListener::bind("127.0.0.1:0").unwrap();
+        let taken = holder.local_addr().unwrap().port();
+        let root = temp_master_dir();
+        let server = redis_server_path().unwrap();
+        let opts = ClusterOptions::default();
+        let (mut child, port) = launch(
+            &server,
+            &opts,
+            0,
+            &root.join("m0"),
+            taken,
+            PortPolicy::MayMove,
+        )
+        .await
+        .unwrap();
+        assert_ne!(port, taken);
+        kill_and_reap(&mut child, 0).unwrap();
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_taken_port_fails_a_restart_with_port_unavailable() {
+        let holder = TcpListener::bind("127.0.0.1:0").unwrap();
+        let taken = holder.local_addr().unwrap().port();
+        let root = temp_master_dir();
+        let server = redis_server_path().unwrap();
+        let opts = ClusterOptions::default();
+        let err = launch(
+            &server,
+            &opts,
+            0,
+            &root.join("m0"),
+            taken,
+            PortPolicy::Fixed,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(err, HarnessError::PortUnavailable { port, .. } if port == taken),
+            "{err}"
+        );
+        fs::remove_dir_all(root).unwrap();
+    }
+}
