@@ -20,6 +20,7 @@ use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncConnectionConfig;
 
+use crate::credentials::Credentials;
 pub use crate::error::HarnessError;
 
 /// How long a master may take to answer PING after being spawned.
@@ -47,6 +48,22 @@ pub struct ClusterOptions {
     pub appendfsync_always: bool,
     /// Extra `redis-server` arguments, appended last (so they override the defaults).
     pub extra_args: Vec<String>,
+}
+
+impl ClusterOptions {
+    /// The credentials clients use: the ACL user if set, else the default user's password.
+    pub fn credentials(&self) -> Credentials {
+        match &self.acl_user {
+            Some((user, pass)) => Credentials {
+                user: Some(user.clone()),
+                password: Some(pass.clone()),
+            },
+            None => Credentials {
+                user: None,
+                password: self.password.clone(),
+            },
+        }
+    }
 }
 
 impl Default for ClusterOptions {
@@ -223,11 +240,7 @@ impl Cluster {
     /// Kills master `i` with SIGKILL and waits for it to exit. Killing a dead master is a no-op.
     pub fn kill(&mut self, i: usize) -> Result<(), HarnessError> {
         let master = self.master_mut(i)?;
-        let child = master
-            .child
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let child = master.child.get_mut().unwrap_or_else(|e| e.into_inner()).take();
         master.paused = false;
         match child {
             Some(mut child) => kill_and_reap(&mut child, i),
@@ -264,8 +277,7 @@ impl Cluster {
         if data == DataMode::Wipe {
             wipe_dir(&dir)?;
         }
-        let (child, port) =
-            launch(&self.server, &self.opts, i, &dir, port, PortPolicy::Fixed).await?;
+        let (child, port) = launch(&self.server, &self.opts, i, &dir, port, PortPolicy::Fixed).await?;
         let master = self.master_mut(i)?;
         master.port = port;
         *master.child.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(child);
@@ -395,27 +407,7 @@ fn validate(opts: &ClusterOptions) -> Result<(), HarnessError> {
 
 /// The URL clients use for a master at `host:port` under `opts`' credentials.
 pub(crate) fn url_for(opts: &ClusterOptions, host: &str, port: u16) -> String {
-    match (&opts.acl_user, &opts.password) {
-        (Some((user, pass)), _) => format!(
-            "redis://{}:{}@{host}:{port}",
-            percent_encode(user),
-            percent_encode(pass)
-        ),
-        (None, Some(pass)) => format!("redis://:{}@{host}:{port}", percent_encode(pass)),
-        (None, None) => format!("redis://{host}:{port}"),
-    }
-}
-
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    opts.credentials().url(host, port)
 }
 
 fn make_root_dir() -> Result<PathBuf, HarnessError> {
@@ -457,8 +449,7 @@ fn free_port() -> Result<u16, HarnessError> {
 
 /// Deletes everything in `dir` except the log files.
 fn wipe_dir(dir: &Path) -> Result<(), HarnessError> {
-    let entries =
-        fs::read_dir(dir).map_err(|e| HarnessError::io(format!("reading {}", dir.display()), e))?;
+    let entries = fs::read_dir(dir).map_err(|e| HarnessError::io(format!("reading {}", dir.display()), e))?;
     for entry in entries {
         let entry = entry.map_err(|e| HarnessError::io(format!("reading {}", dir.display()), e))?;
         let name = entry.file_name();
@@ -545,10 +536,7 @@ async fn launch(
 ) -> Result<(Child, u16), HarnessError> {
     let mut port = port;
     for _ in 0..BIND_ATTEMPTS {
-        let log_offsets = (
-            file_len(&dir.join(LOG_FILE)),
-            file_len(&dir.join(STDERR_FILE)),
-        );
+        let log_offsets = (file_len(&dir.join(LOG_FILE)), file_len(&dir.join(STDERR_FILE)));
         let mut child = spawn_server(server, opts, dir, port)?;
         let url = url_for(opts, "127.0.0.1", port);
         match wait_ready(&mut child, &url, index, port, dir, log_offsets).await {
@@ -573,12 +561,7 @@ async fn launch(
     })
 }
 
-fn spawn_server(
-    server: &Path,
-    opts: &ClusterOptions,
-    dir: &Path,
-    port: u16,
-) -> Result<Child, HarnessError> {
+fn spawn_server(server: &Path, opts: &ClusterOptions, dir: &Path, port: u16) -> Result<Child, HarnessError> {
     let out_path = dir.join(STDERR_FILE);
     let out = OpenOptions::new()
         .create(true)
@@ -698,9 +681,7 @@ async fn connect(url: &str, timeout: Duration) -> redis::RedisResult<Multiplexed
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(timeout))
         .set_response_timeout(Some(timeout));
-    client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
+    client.get_multiplexed_async_connection_with_config(&config).await
 }
 
 fn pid_of(child: &Child) -> Pid {
@@ -786,11 +767,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_carry_percent_encoded_credentials() {
+    fn urls_use_the_acl_user_over_the_password() {
         let mut opts = ClusterOptions::default();
         assert_eq!(url_for(&opts, "h", 1), "redis://h:1");
-        opts.password = Some("p@ss word".into());
-        assert_eq!(url_for(&opts, "h", 1), "redis://:p%40ss%20word@h:1");
+        opts.password = Some("pw".into());
+        assert_eq!(url_for(&opts, "h", 1), "redis://:pw@h:1");
         opts.acl_user = Some(("alice".into(), "s3cr:t".into()));
         assert_eq!(url_for(&opts, "h", 1), "redis://alice:s3cr%3At@h:1");
     }
@@ -852,16 +833,9 @@ mod port_race_tests {
         let root = temp_master_dir();
         let server = redis_server_path().unwrap();
         let opts = ClusterOptions::default();
-        let (mut child, port) = launch(
-            &server,
-            &opts,
-            0,
-            &root.join("m0"),
-            taken,
-            PortPolicy::MayMove,
-        )
-        .await
-        .unwrap();
+        let (mut child, port) = launch(&server, &opts, 0, &root.join("m0"), taken, PortPolicy::MayMove)
+            .await
+            .unwrap();
         assert_ne!(port, taken);
         kill_and_reap(&mut child, 0).unwrap();
         fs::remove_dir_all(root).unwrap();
@@ -874,16 +848,9 @@ mod port_race_tests {
         let root = temp_master_dir();
         let server = redis_server_path().unwrap();
         let opts = ClusterOptions::default();
-        let err = launch(
-            &server,
-            &opts,
-            0,
-            &root.join("m0"),
-            taken,
-            PortPolicy::Fixed,
-        )
-        .await
-        .unwrap_err();
+        let err = launch(&server, &opts, 0, &root.join("m0"), taken, PortPolicy::Fixed)
+            .await
+            .unwrap_err();
         assert!(
             matches!(err, HarnessError::PortUnavailable { port, .. } if port == taken),
             "{err}"

@@ -27,6 +27,15 @@ pub enum HarnessError {
         len: usize,
     },
 
+    /// A client group index outside `0..groups`.
+    #[error("no client group {group}: there are {groups} groups")]
+    NoSuchGroup {
+        /// The group that was asked for.
+        group: usize,
+        /// How many groups exist.
+        groups: usize,
+    },
+
     /// The master is not running (it was killed or it exited).
     #[error("master {index} (port {port}) is not running")]
     NotRunning {

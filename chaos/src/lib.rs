@@ -7,11 +7,18 @@
 //! - [`error`]: [`HarnessError`], the single error type of the harness.
 //! - [`cluster`]: the process backend, one local `redis-server` child per master, with
 //!   kill / pause / resume / restart (keeping or wiping data).
+//! - [`credentials`]: [`Credentials`] and the `redis://` URLs built from them.
+//! - [`proxy`]: our own TCP proxy per (client group, master) with pass-through, latency,
+//!   blackhole and reset modes; [`ProxyGroup`] turns blackholes into partitions.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cluster;
+pub mod credentials;
 pub mod error;
+pub mod proxy;
 
 pub use cluster::{redis_server_path, Cluster, ClusterOptions, DataMode};
+pub use credentials::Credentials;
 pub use error::HarnessError;
+pub use proxy::{Proxy, ProxyGroup, ProxyMode};

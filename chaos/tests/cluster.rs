@@ -94,8 +94,7 @@ async fn password_and_acl_user_are_in_urls_and_enforced() {
     let anon = redis::Client::open(format!("redis://127.0.0.1:{}", cluster.port(0))).unwrap();
     let mut anon = anon.get_multiplexed_async_connection().await.unwrap();
     assert!(ping(&mut anon).await.is_err());
-    let with_pw =
-        redis::Client::open(format!("redis://:pw%3A1@127.0.0.1:{}", cluster.port(0))).unwrap();
+    let with_pw = redis::Client::open(format!("redis://:pw%3A1@127.0.0.1:{}", cluster.port(0))).unwrap();
     let mut with_pw = with_pw.get_multiplexed_async_connection().await.unwrap();
     assert_eq!(ping(&mut with_pw).await.unwrap(), "PONG");
 }
