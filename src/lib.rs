@@ -1,1 +1,52 @@
-//! quorlock
+//! quorlock: distributed locks over N independent Redis masters (the RedLock algorithm), decided at
+//! quorum, released everywhere, and tested under faults.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use quorlock::Quorlock;
+//!
+//! let locks = Quorlock::builder()
+//!     .nodes(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+//!     .build()
+//!     .await?;
+//! let guard = locks.acquire("orders:42", Duration::from_secs(10)).await?;
+//! // ... the critical section, finished well inside guard.validity() ...
+//! guard.extend(Duration::from_secs(10)).await?;
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Module map
+//! - [`core`]: the sans-IO logic (quorum, drift and validity arithmetic, the acquisition tally,
+//!   backoff with jitter). No tokio, no redis; time and randomness are passed in.
+//! - `node`: one master's connection, its per-node timeout, and error classification.
+//! - [`Quorlock`] (`coordinator`): the fan-out, the decision, release of partial acquisitions,
+//!   retries, and cancel safety.
+//! - [`Guard`] (`guard`): a held lock's validity, extend, release, and release on drop.
+//! - [`config`]: every setting with its documented default, checked once at `build()`.
+//! - [`error`]: one typed error per operation.
+//!
+//! # Safety argument, in short
+//! Mutual exclusion holds while the holder finishes inside its validity, provided clock drift
+//! between processes stays below the drift allowance (`ttl * 0.01 + 2 ms` by default) and no master
+//! loses a key while it is held (run masters with `appendfsync always`, or delay a wiped master's
+//! restart beyond the longest TTL). A holder that pauses past its validity (GC, SIGSTOP, swap) is not
+//! protected by RedLock alone. See the README for the full statement.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod config;
+mod coordinator;
+pub mod core;
+pub mod error;
+mod guard;
+mod node;
+
+pub use config::{Config, QuorlockBuilder};
+pub use coordinator::Quorlock;
+pub use error::{
+    AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
+};
+pub use guard::Guard;

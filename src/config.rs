@@ -1,0 +1,252 @@
+//! Configuration: every knob, its documented default, and the checks run once at `build()`.
+//!
+//! A bad value is refused here with a typed error that names it, so that acquire and release never
+//! meet an impossible setting at run time.
+
+use std::time::Duration;
+
+use crate::core::{Backoff, RetryPlan};
+use crate::error::BuildError;
+
+/// Default per-node timeout for every command: 50 ms. Short relative to any sensible TTL, long
+/// enough for a loaded master on a LAN. A master slower than this counts as a no for that round.
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
+/// Default timeout for the first connection to each master at `build()`: 1 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Default clock-drift factor: 0.01, so drift is `ttl * 0.01 + 2 ms`.
+pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
+/// Default least validity an acquisition must leave to count: zero (any positive validity).
+pub const DEFAULT_MIN_VALIDITY: Duration = Duration::ZERO;
+/// Default centre of the delay between acquire attempts: 100 ms.
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
+/// Default spread of that delay: ±50 ms, so each delay is uniform in [50 ms, 150 ms].
+pub const DEFAULT_RETRY_JITTER: Duration = Duration::from_millis(50);
+/// Default most rounds `acquire` makes, the first included: 100.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 100;
+/// Default time `acquire` keeps trying before it gives up: 10 s.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+/// The longest TTL accepted: 24 h. Longer holds should extend (or use a watchdog) instead.
+pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// Prefix of the pub/sub channel a release is announced on; the lock key follows it.
+pub const RELEASE_CHANNEL_PREFIX: &str = "quorlock:released:";
+
+/// The checked configuration of a [`crate::Quorlock`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// Bound on every command to one master.
+    pub node_timeout: Duration,
+    /// Bound on the first connection to each master at `build()`.
+    pub connect_timeout: Duration,
+    /// Clock-drift factor; drift is `ttl * drift_factor + 2 ms`.
+    pub drift_factor: f64,
+    /// Least validity an acquisition must leave to count as a success.
+    pub min_validity: Duration,
+    /// Delay between acquire attempts.
+    pub backoff: Backoff,
+    /// How long and how often `acquire` tries.
+    pub retry: RetryPlan,
+    /// Prefix put before every resource name to form its key ("" by default).
+    pub key_prefix: String,
+}
+
+/// Builds a [`crate::Quorlock`]. Start from [`crate::Quorlock::builder`].
+#[derive(Clone)]
+#[must_use = "a builder does nothing until build() is awaited"]
+pub struct QuorlockBuilder {
+    pub(crate) urls: Vec<String>,
+    node_timeout: Duration,
+    connect_timeout: Duration,
+    drift_factor: f64,
+    min_validity: Duration,
+    retry_delay: Duration,
+    retry_jitter: Duration,
+    max_attempts: u32,
+    wait: Duration,
+    key_prefix: String,
+}
+
+impl std::fmt::Debug for QuorlockBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let urls: Vec<String> = self.urls.iter().map(|u| crate::error::redact_url(u)).collect();
+        f.debug_struct("QuorlockBuilder")
+            .field("urls", &urls)
+            .field("node_timeout", &self.node_timeout)
+            .field("drift_factor", &self.drift_factor)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for QuorlockBuilder {
+    fn default() -> Self {
+        Self {
+            urls: Vec::new(),
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            drift_factor: DEFAULT_DRIFT_FACTOR,
+            min_validity: DEFAULT_MIN_VALIDITY,
+            retry_delay: DEFAULT_RETRY_DELAY,
+            retry_jitter: DEFAULT_RETRY_JITTER,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            wait: DEFAULT_WAIT,
+            key_prefix: String::new(),
+        }
+    }
+}
+
+impl QuorlockBuilder {
+    /// Adds masters by URL (`redis://[user:pass@]host:port[/db]`), in addition to any given before.
+    pub fn nodes<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.urls.extend(urls.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds one master by URL.
+    pub fn node(mut self, url: impl Into<String>) -> Self {
+        self.urls.push(url.into());
+        self
+    }
+
+    /// Sets the bound on every command to one master (default [`DEFAULT_NODE_TIMEOUT`]).
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// Sets the bound on the first connection at build (default [`DEFAULT_CONNECT_TIMEOUT`]).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the clock-drift factor (default [`DEFAULT_DRIFT_FACTOR`]).
+    pub fn drift_factor(mut self, factor: f64) -> Self {
+        self.drift_factor = factor;
+        self
+    }
+
+    /// Sets the least validity an acquisition must leave (default [`DEFAULT_MIN_VALIDITY`]).
+    pub fn min_validity(mut self, min: Duration) -> Self {
+        self.min_validity = min;
+        self
+    }
+
+    /// Sets the centre of the delay between attempts (default [`DEFAULT_RETRY_DELAY`]).
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// Sets the spread of that delay, at most the delay itself (default [`DEFAULT_RETRY_JITTER`]).
+    pub fn retry_jitter(mut self, jitter: Duration) -> Self {
+        self.retry_jitter = jitter;
+        self
+    }
+
+    /// Sets the most rounds `acquire` makes, the first included (default [`DEFAULT_MAX_ATTEMPTS`]).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts;
+        self
+    }
+
+    /// Sets how long `acquire` keeps trying (default [`DEFAULT_WAIT`]).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Sets a prefix for every key (default none): the key of resource `r` is `prefix + r`.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Checks every setting and returns the configuration.
+    pub(crate) fn config(&self) -> Result<Config, BuildError> {
+        if self.urls.is_empty() {
+            return Err(BuildError::NoNodes);
+        }
+        if self.node_timeout.is_zero() {
+            return Err(BuildError::ZeroNodeTimeout);
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(BuildError::ZeroConnectTimeout);
+        }
+        if crate::core::drift(Duration::from_secs(1), self.drift_factor).is_none() {
+            return Err(BuildError::InvalidDriftFactor(self.drift_factor));
+        }
+        if self.max_attempts == 0 {
+            return Err(BuildError::ZeroAttempts);
+        }
+        let backoff = Backoff::new(self.retry_delay, self.retry_jitter)?;
+        Ok(Config {
+            node_timeout: self.node_timeout,
+            connect_timeout: self.connect_timeout,
+            drift_factor: self.drift_factor,
+            min_validity: self.min_validity,
+            backoff,
+            retry: RetryPlan {
+                max_attempts: self.max_attempts,
+                wait: self.wait,
+            },
+            key_prefix: self.key_prefix.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one() -> QuorlockBuilder {
+        QuorlockBuilder::default().node("redis://127.0.0.1:1")
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let config = one().config().expect("defaults are valid");
+        assert_eq!(config.node_timeout, DEFAULT_NODE_TIMEOUT);
+        assert_eq!(config.backoff.min(), Duration::from_millis(50));
+        assert_eq!(config.backoff.max(), Duration::from_millis(150));
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        assert!(matches!(
+            QuorlockBuilder::default().config(),
+            Err(BuildError::NoNodes)
+        ));
+        assert!(matches!(
+            one().node_timeout(Duration::ZERO).config(),
+            Err(BuildError::ZeroNodeTimeout)
+        ));
+        assert!(
+            matches!(one().drift_factor(1.5).config(), Err(BuildError::InvalidDriftFactor(f)) if f == 1.5)
+        );
+        assert!(matches!(
+            one().max_attempts(0).config(),
+            Err(BuildError::ZeroAttempts)
+        ));
+        let err = one()
+            .retry_delay(Duration::ZERO)
+            .config()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("retry jitter 50ms is larger than the retry delay 0ns"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn debug_hides_passwords() {
+        let b = QuorlockBuilder::default().node("redis://user:hunter2@10.0.0.1:6379");
+        let text = format!("{b:?}");
+        assert!(!text.contains("hunter2"), "{text}");
+    }
+}

@@ -1,0 +1,490 @@
+//! The `Quorlock` type: fans each request out to every master at once, feeds the replies to the
+//! core's tally, and acts on its decision.
+//!
+//! - Acquire sends `SET key token NX PX ttl` to all N masters concurrently and returns the moment
+//!   the tally is certain, without waiting for slow or dead masters.
+//! - A failed round releases the key on **all** N masters, including those whose reply is still in
+//!   flight, then retries after a jittered delay, bounded by an attempt count and a wait deadline.
+//! - Dropping an acquire future at any await point hands the release to a spawned task, so no key
+//!   is stranded until its TTL.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use rand::TryRngCore;
+use tracing::{debug, field, instrument, warn, Span};
+
+use crate::config::{Config, QuorlockBuilder, MAX_TTL, RELEASE_CHANNEL_PREFIX};
+use crate::core::{quorum, Decision, Failure, Tally, Timing, Vote};
+use crate::error::{AcquireError, BuildError, InputError, NodeErrorKind, NodeFailure};
+use crate::guard::Guard;
+use crate::node::{Found, Node};
+
+/// A handle to N independent Redis masters that hands out locks decided by majority.
+///
+/// Cheap to clone: clones share the connections (one per master for the whole process).
+#[derive(Clone, Debug)]
+pub struct Quorlock {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// What the handle and every guard share.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) config: Config,
+}
+
+/// The outcome of releasing one key on a set of masters.
+#[derive(Debug, Default)]
+pub(crate) struct ReleaseTally {
+    /// Masters where our token was found and deleted.
+    pub(crate) held: usize,
+    /// Masters that answered, but did not hold our token.
+    pub(crate) not_held: Vec<NodeFailure>,
+    /// Masters that failed to answer.
+    pub(crate) errors: Vec<NodeFailure>,
+}
+
+impl Quorlock {
+    /// Starts a builder with every setting at its documented default.
+    pub fn builder() -> QuorlockBuilder {
+        QuorlockBuilder::default()
+    }
+
+    /// Builds from a builder: checks the settings, prepares one connection per master and pings
+    /// them all concurrently.
+    ///
+    /// Unreachable masters are only warned about (a majority may come up later); rejected
+    /// credentials are an error.
+    pub(crate) async fn from_builder(builder: QuorlockBuilder) -> Result<Self, BuildError> {
+        let config = builder.config()?;
+        let mut nodes: Vec<Node> = Vec::with_capacity(builder.urls.len());
+        for (index, url) in builder.urls.iter().enumerate() {
+            let node = Node::new(index, url, config.node_timeout, config.connect_timeout)?;
+            if let Some(first) = nodes.iter().find(|n| n.addr() == node.addr()) {
+                return Err(BuildError::DuplicateNode {
+                    addr: node.addr().to_owned(),
+                    first: first.index(),
+                    second: index,
+                });
+            }
+            nodes.push(node);
+        }
+        if nodes.len() % 2 == 0 {
+            warn!(
+                masters = nodes.len(),
+                "an even number of masters tolerates no more failures than one fewer; prefer an odd number"
+            );
+        }
+        let pings = nodes
+            .iter()
+            .map(|node| async move { (node, node.ping(config.connect_timeout).await) });
+        for (node, result) in futures::future::join_all(pings).await {
+            match result {
+                Ok(()) => {}
+                Err(NodeErrorKind::Auth(message)) => {
+                    return Err(BuildError::Auth {
+                        node: node.index(),
+                        addr: node.addr().to_owned(),
+                        message,
+                    });
+                }
+                Err(kind) => {
+                    warn!(node = node.index(), addr = node.addr(), error = %kind, "master unreachable at build; it counts as a no until it answers")
+                }
+            }
+        }
+        Ok(Self {
+            inner: Arc::new(Inner { nodes, config }),
+        })
+    }
+
+    /// The checked configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The number of masters.
+    pub fn masters(&self) -> usize {
+        self.inner.nodes.len()
+    }
+
+    /// The number of masters that make a majority.
+    pub fn quorum(&self) -> usize {
+        quorum(self.inner.nodes.len())
+    }
+
+    /// Acquires `resource` for `ttl`, retrying with jitter until the attempt count or the wait
+    /// deadline runs out.
+    ///
+    /// # Errors
+    /// [`AcquireError::Input`] for a bad resource name or TTL (nothing is sent);
+    /// [`AcquireError::Exhausted`] when every attempt failed, carrying the last round's failure;
+    /// a non-retryable round failure (authentication, wrong key type) is returned at once.
+    #[instrument(skip_all, fields(resource = %resource, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
+    pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
+        let timing = self.inner.check(resource, ttl)?;
+        let plan = self.inner.config.retry;
+        let started = Instant::now();
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            Span::current().record("attempt", attempts);
+            let err = match self.inner.round(resource, timing).await {
+                Ok(guard) => return Ok(guard),
+                Err(err) => err,
+            };
+            if !err.is_retryable() {
+                return Err(err);
+            }
+            let delay = self.inner.config.backoff.jitter(&mut rand::rng());
+            match plan.next_delay(attempts, started.elapsed(), delay) {
+                Some(delay) => {
+                    debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying");
+                    tokio::time::sleep(delay).await;
+                }
+                None => {
+                    return Err(AcquireError::Exhausted {
+                        resource: resource.to_owned(),
+                        attempts,
+                        waited: started.elapsed(),
+                        last: Box::new(err),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Makes exactly one round for `resource`, with no retries.
+    ///
+    /// # Errors
+    /// [`AcquireError::NoQuorum`] when a majority did not grant it, [`AcquireError::TooSlow`] when
+    /// the majority came too late, [`AcquireError::Input`] for bad arguments.
+    #[instrument(skip_all, fields(resource = %resource, attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
+    pub async fn try_acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
+        let timing = self.inner.check(resource, ttl)?;
+        self.inner.round(resource, timing).await
+    }
+}
+
+impl Inner {
+    /// The key of a resource.
+    pub(crate) fn key(&self, resource: &str) -> String {
+        let mut key = String::with_capacity(self.config.key_prefix.len() + resource.len());
+        key.push_str(&self.config.key_prefix);
+        key.push_str(resource);
+        key
+    }
+
+    /// Checks per-call arguments against the configuration.
+    pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<Timing, InputError> {
+        if ttl.is_zero() {
+            return Err(InputError::ZeroTtl);
+        }
+        if ttl > MAX_TTL {
+            return Err(InputError::TtlTooLarge { ttl, max: MAX_TTL });
+        }
+        if self.config.node_timeout >= ttl {
+            return Err(InputError::NodeTimeoutNotBelowTtl {
+                node_timeout: self.config.node_timeout,
+                ttl,
+            });
+        }
+        Ok(Timing::new(
+            ttl,
+            self.config.drift_factor,
+            self.config.min_validity,
+        )?)
+    }
+
+    fn check(&self, resource: &str, ttl: Duration) -> Result<Timing, InputError> {
+        if resource.is_empty() {
+            return Err(InputError::EmptyResource);
+        }
+        self.check_ttl(ttl)
+    }
+
+    /// One acquire round: fan out, decide, and on failure release everywhere.
+    async fn round(self: &Arc<Self>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
+        let key = self.key(resource);
+        let token = new_token()?;
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&key)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_millis(timing.ttl()));
+        // Armed until the round is settled: dropping this future part-way releases from a task.
+        let mut cleanup = ReleaseOnDrop::new(self.clone(), key.clone(), token.clone());
+        let started = Instant::now();
+        let mut tally = Tally::new(self.nodes.len(), timing, started);
+        let mut pending: FuturesUnordered<_> = self
+            .nodes
+            .iter()
+            .map(|node| async { (node.index(), node.set_nx(&cmd).await) })
+            .collect();
+        let mut failures = Vec::new();
+        let decision = self.decide(&mut tally, &mut pending, &mut failures).await;
+        let span = Span::current();
+        span.record("ok", tally.yes());
+        span.record("failed", tally.no());
+        match decision {
+            Decision::Acquired {
+                validity,
+                valid_until,
+            } => {
+                span.record("validity_ms", validity.as_millis() as u64);
+                cleanup.disarm();
+                Ok(Guard::new(
+                    self.clone(),
+                    resource.to_owned(),
+                    key,
+                    token,
+                    valid_until,
+                ))
+            }
+            Decision::Failed(why) => {
+                // Masters still in flight: release from a task; their SET, if it lands, is ordered
+                // before the release on the same connection, and bounded by the TTL regardless.
+                let in_flight: Vec<usize> = (0..self.nodes.len())
+                    .filter(|i| tally.vote(*i).is_none())
+                    .collect();
+                drop(pending);
+                if !in_flight.is_empty() {
+                    spawn_release(self.clone(), key.clone(), token.clone(), in_flight);
+                }
+                // Masters that answered: release now, and learn which of them hold a non-lock key.
+                let answered: Vec<usize> = (0..self.nodes.len())
+                    .filter(|i| tally.vote(*i).is_some())
+                    .collect();
+                let released = self.release_on(&key, &token, &answered).await;
+                cleanup.disarm();
+                for found in released
+                    .errors
+                    .iter()
+                    .filter(|f| f.kind == NodeErrorKind::WrongType)
+                {
+                    match failures
+                        .iter_mut()
+                        .find(|f: &&mut NodeFailure| f.node == found.node)
+                    {
+                        Some(existing) => existing.kind = NodeErrorKind::WrongType,
+                        None => failures.push(found.clone()),
+                    }
+                }
+                failures.sort_by_key(|f| f.node);
+                Err(match why {
+                    Failure::NoQuorum => AcquireError::NoQuorum {
+                        resource: resource.to_owned(),
+                        acquired: tally.yes(),
+                        required: tally.required(),
+                        masters: tally.masters(),
+                        failures,
+                    },
+                    Failure::TooSlow => AcquireError::TooSlow {
+                        resource: resource.to_owned(),
+                        elapsed: started.elapsed(),
+                        ttl: timing.ttl(),
+                    },
+                })
+            }
+            Decision::Pending => Err(AcquireError::NoQuorum {
+                resource: resource.to_owned(),
+                acquired: tally.yes(),
+                required: tally.required(),
+                masters: tally.masters(),
+                failures,
+            }),
+        }
+    }
+
+    /// Feeds replies to the tally until it decides, or until time alone decides.
+    ///
+    /// Every reply that is not a yes is recorded in `failures`.
+    pub(crate) async fn decide<F>(
+        &self,
+        tally: &mut Tally,
+        pending: &mut FuturesUnordered<F>,
+        failures: &mut Vec<NodeFailure>,
+    ) -> Decision
+    where
+        F: Future<Output = (usize, Result<(), NodeErrorKind>)>,
+    {
+        let deadline = tokio::time::Instant::from_std(tally.deadline());
+        loop {
+            let decision = tokio::select! {
+                biased;
+                reply = pending.next() => match reply {
+                    Some((node, result)) => {
+                        let vote = match result {
+                            Ok(()) => Vote::Yes,
+                            Err(kind) => {
+                                failures.push(self.failure(node, kind));
+                                Vote::No
+                            }
+                        };
+                        debug!(node, addr = self.addr(node), ?vote, "master replied");
+                        tally.handle_reply(node, vote, Instant::now())
+                    }
+                    // Every master has answered: the tally is decided unless something is badly wrong.
+                    None => match tally.poll(Instant::now()) {
+                        Decision::Pending => Decision::Failed(Failure::NoQuorum),
+                        decided => decided,
+                    },
+                },
+                () = tokio::time::sleep_until(deadline) => tally.poll(Instant::now()),
+            };
+            if decision.is_final() {
+                return decision;
+            }
+        }
+    }
+
+    /// Releases `key` for `token` on the masters listed, concurrently, and counts what it found.
+    pub(crate) async fn release_on(&self, key: &str, token: &str, nodes: &[usize]) -> ReleaseTally {
+        let channel = release_channel(key);
+        let mut pending: FuturesUnordered<_> = nodes
+            .iter()
+            .filter_map(|i| self.nodes.get(*i))
+            .map(|node| {
+                let channel = channel.as_str();
+                async move { (node.index(), node.release(key, token, channel).await) }
+            })
+            .collect();
+        let mut out = ReleaseTally::default();
+        while let Some((node, result)) = pending.next().await {
+            match result {
+                Ok(Found::Ours) => out.held += 1,
+                Ok(other) => {
+                    if let Err(kind) = other.into_result() {
+                        out.not_held.push(self.failure(node, kind));
+                    }
+                }
+                Err(kind) => {
+                    warn!(node, addr = self.addr(node), error = %kind, "release failed on a master; its key expires with its TTL");
+                    out.errors.push(self.failure(node, kind));
+                }
+            }
+        }
+        out
+    }
+
+    /// Releases `key` on every master.
+    pub(crate) async fn release_all(&self, key: &str, token: &str) -> ReleaseTally {
+        let all: Vec<usize> = (0..self.nodes.len()).collect();
+        self.release_on(key, token, &all).await
+    }
+
+    pub(crate) fn failure(&self, node: usize, kind: NodeErrorKind) -> NodeFailure {
+        NodeFailure {
+            node,
+            addr: self.addr(node).to_owned(),
+            kind,
+        }
+    }
+
+    fn addr(&self, node: usize) -> &str {
+        self.nodes.get(node).map(Node::addr).unwrap_or("?")
+    }
+}
+
+/// The pub/sub channel a release of `key` is announced on.
+pub(crate) fn release_channel(key: &str) -> String {
+    let mut channel = String::with_capacity(RELEASE_CHANNEL_PREFIX.len() + key.len());
+    channel.push_str(RELEASE_CHANNEL_PREFIX);
+    channel.push_str(key);
+    channel
+}
+
+/// A TTL in whole milliseconds, at least 1 (PX 0 is an error on the server).
+pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// 128 random bits from the OS, as 32 lowercase hex digits.
+fn new_token() -> Result<String, AcquireError> {
+    let mut bytes = [0u8; 16];
+    rand::rngs::OsRng
+        .try_fill_bytes(&mut bytes)
+        .map_err(|e| AcquireError::Rng(e.to_string()))?;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut token = String::with_capacity(32);
+    for b in bytes {
+        token.push(char::from(HEX[usize::from(b >> 4)]));
+        token.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+    Ok(token)
+}
+
+/// Releases a key from a spawned task, when a runtime is there to run it.
+pub(crate) fn spawn_release(inner: Arc<Inner>, key: String, token: String, nodes: Vec<usize>) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn(async move {
+                let out = inner.release_on(&key, &token, &nodes).await;
+                debug!(key = %key, held = out.held, errors = out.errors.len(), "background release done");
+            });
+        }
+        Err(_) => warn!(key = %key, "no async runtime to release the lock from; it expires with its TTL"),
+    }
+}
+
+/// Releases everywhere on drop unless disarmed: the cancel-safety net of an acquire round.
+struct ReleaseOnDrop {
+    armed: Option<(Arc<Inner>, String, String)>,
+}
+
+impl ReleaseOnDrop {
+    fn new(inner: Arc<Inner>, key: String, token: String) -> Self {
+        Self {
+            armed: Some((inner, key, token)),
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = None;
+    }
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        if let Some((inner, key, token)) = self.armed.take() {
+            let all = (0..inner.nodes.len()).collect();
+            spawn_release(inner, key, token, all);
+        }
+    }
+}
+
+impl QuorlockBuilder {
+    /// Checks every setting, prepares one connection per master and pings each once.
+    ///
+    /// # Errors
+    /// [`BuildError`] naming the bad setting, an unparseable or duplicate URL, or a master that
+    /// rejected the credentials. An unreachable master is only warned about.
+    pub async fn build(self) -> Result<Quorlock, BuildError> {
+        Quorlock::from_builder(self).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_128_bit_hex_and_distinct() {
+        let a = new_token().expect("token");
+        let b = new_token().expect("token");
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn ttl_in_millis_is_never_zero() {
+        assert_eq!(ttl_millis(Duration::from_micros(10)), 1);
+        assert_eq!(ttl_millis(Duration::from_secs(2)), 2000);
+    }
+}

@@ -1,0 +1,422 @@
+//! Typed errors, one enum per operation, each carrying the data a caller needs to act on it.
+//!
+//! Every message names the bad value. Master addresses appear as `host:port` only: a password from a
+//! URL never reaches an error, a log line or `Debug` output.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::core::{BackoffError, TimingError};
+
+/// What went wrong with one master during one operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeErrorKind {
+    /// The key is held by another token (acquire), or holds another token (extend, release).
+    Held,
+    /// The key is absent: our lock there has expired or was never set.
+    Absent,
+    /// The key holds a value of another type (a hash, a list...), so it is not a lock.
+    WrongType,
+    /// The master did not answer within the per-node timeout.
+    Timeout,
+    /// The connection failed or was refused.
+    Connection(String),
+    /// The master rejected our credentials.
+    Auth(String),
+    /// The master answered with an error.
+    Server(String),
+    /// The master answered something that is not a valid reply to our command.
+    Protocol(String),
+}
+
+impl NodeErrorKind {
+    /// Whether this is a refusal by a healthy master rather than a fault (worth retrying later).
+    pub fn is_contention(&self) -> bool {
+        matches!(self, NodeErrorKind::Held)
+    }
+
+    /// Whether the master could not be reached in time.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, NodeErrorKind::Timeout | NodeErrorKind::Connection(_))
+    }
+}
+
+impl fmt::Display for NodeErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeErrorKind::Held => f.write_str("held by another holder"),
+            NodeErrorKind::Absent => f.write_str("key absent (expired)"),
+            NodeErrorKind::WrongType => {
+                f.write_str("WRONGTYPE: the key holds a non-string value, not a lock")
+            }
+            NodeErrorKind::Timeout => f.write_str("timed out"),
+            NodeErrorKind::Connection(m) => write!(f, "connection failed: {m}"),
+            NodeErrorKind::Auth(m) => write!(f, "authentication failed: {m}"),
+            NodeErrorKind::Server(m) => write!(f, "server error: {m}"),
+            NodeErrorKind::Protocol(m) => write!(f, "unexpected reply: {m}"),
+        }
+    }
+}
+
+/// One master's failure: its index in the configured list, its address, and what happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFailure {
+    /// The master's position in the list given to the builder.
+    pub node: usize,
+    /// The master's address, `host:port`, without credentials.
+    pub addr: String,
+    /// What went wrong.
+    pub kind: NodeErrorKind,
+}
+
+impl fmt::Display for NodeFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "master {} ({}): {}", self.node, self.addr, self.kind)
+    }
+}
+
+/// Formats a list of node failures for an error message.
+struct Failures<'a>(&'a [NodeFailure]);
+
+impl fmt::Display for Failures<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        f.write_str(": ")?;
+        for (i, failure) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{failure}")?;
+        }
+        Ok(())
+    }
+}
+
+fn list(failures: &[NodeFailure]) -> Failures<'_> {
+    Failures(failures)
+}
+
+/// Why a [`crate::Quorlock`] could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No masters were given.
+    #[error("no Redis masters configured: give at least one (an odd number, 3 or 5, for fault tolerance)")]
+    NoNodes,
+    /// A master URL does not parse.
+    #[error("invalid Redis master URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL as given, with any password replaced by `***`.
+        url: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// The same master appears twice, which would let one master vote twice.
+    #[error(
+        "master {addr} is listed twice (positions {first} and {second}); every master must be independent"
+    )]
+    DuplicateNode {
+        /// The duplicated address.
+        addr: String,
+        /// Its first position.
+        first: usize,
+        /// Its second position.
+        second: usize,
+    },
+    /// The per-node timeout is zero.
+    #[error("node timeout must be greater than zero")]
+    ZeroNodeTimeout,
+    /// The connect timeout is zero.
+    #[error("connect timeout must be greater than zero")]
+    ZeroConnectTimeout,
+    /// The drift factor is out of range.
+    #[error("drift factor {0} is not a finite number in [0, 1)")]
+    InvalidDriftFactor(f64),
+    /// The retry settings are inconsistent.
+    #[error(transparent)]
+    InvalidRetry(#[from] BackoffError),
+    /// The attempt count is zero.
+    #[error("retry count must allow at least one attempt (got 0)")]
+    ZeroAttempts,
+    /// A master rejected our credentials.
+    #[error("authentication failed on master {node} ({addr}): {message}")]
+    Auth {
+        /// The master's position.
+        node: usize,
+        /// The master's address, without credentials.
+        addr: String,
+        /// The server's message.
+        message: String,
+    },
+}
+
+/// Why a TTL, a resource name or another per-call argument was refused before anything was sent.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputError {
+    /// The resource name is empty.
+    #[error("the resource name must not be empty")]
+    EmptyResource,
+    /// The TTL is zero.
+    #[error("the TTL must be greater than zero")]
+    ZeroTtl,
+    /// The TTL exceeds the supported maximum.
+    #[error("TTL {ttl:?} exceeds the maximum {max:?}; hold long locks with extend or the watchdog instead")]
+    TtlTooLarge {
+        /// The TTL asked for.
+        ttl: Duration,
+        /// The largest TTL accepted.
+        max: Duration,
+    },
+    /// The TTL has no validity left after drift.
+    #[error(transparent)]
+    Timing(#[from] TimingError),
+    /// The per-node timeout would eat the whole TTL.
+    #[error("node timeout {node_timeout:?} is not shorter than the TTL {ttl:?}; use a longer TTL or a shorter node timeout")]
+    NodeTimeoutNotBelowTtl {
+        /// The configured per-node timeout.
+        node_timeout: Duration,
+        /// The TTL asked for.
+        ttl: Duration,
+    },
+}
+
+/// Why a lock was not acquired.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcquireError {
+    /// The arguments were refused before anything was sent.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// A majority of masters did not grant the lock.
+    #[error("lock on {resource:?} not acquired: {acquired} of {masters} masters granted it, {required} needed{}", list(.failures))]
+    NoQuorum {
+        /// The resource asked for.
+        resource: String,
+        /// How many masters granted the lock.
+        acquired: usize,
+        /// How many were needed.
+        required: usize,
+        /// How many masters there are.
+        masters: usize,
+        /// What the others said.
+        failures: Vec<NodeFailure>,
+    },
+    /// A majority granted the lock, but too late: no validity was left.
+    #[error("lock on {resource:?} not acquired: the majority arrived after {elapsed:?}, leaving no validity of the TTL {ttl:?}")]
+    TooSlow {
+        /// The resource asked for.
+        resource: String,
+        /// How long the round took.
+        elapsed: Duration,
+        /// The TTL asked for.
+        ttl: Duration,
+    },
+    /// Every allowed attempt failed, or the wait deadline passed.
+    #[error("gave up on {resource:?} after {attempts} attempts in {waited:?}; last attempt: {last}")]
+    Exhausted {
+        /// The resource asked for.
+        resource: String,
+        /// How many rounds were made.
+        attempts: u32,
+        /// How long acquire tried.
+        waited: Duration,
+        /// The last round's failure.
+        last: Box<AcquireError>,
+    },
+    /// The operating system's random number generator failed to produce a token.
+    #[error("could not draw a random token from the OS: {0}")]
+    Rng(String),
+}
+
+impl AcquireError {
+    /// Whether trying again later may succeed (contention, a master down, a slow round).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            AcquireError::NoQuorum { failures, .. } => !failures
+                .iter()
+                .any(|f| matches!(f.kind, NodeErrorKind::Auth(_) | NodeErrorKind::WrongType)),
+            AcquireError::TooSlow { .. } | AcquireError::Exhausted { .. } => true,
+            AcquireError::Input(_) | AcquireError::Rng(_) => false,
+        }
+    }
+
+    /// Whether the lock is held by someone else on at least one master (plain contention).
+    pub fn is_contended(&self) -> bool {
+        match self {
+            AcquireError::NoQuorum { failures, .. } => failures.iter().any(|f| f.kind.is_contention()),
+            AcquireError::Exhausted { last, .. } => last.is_contended(),
+            _ => false,
+        }
+    }
+
+    /// The per-master failures of the (last) round, if any.
+    pub fn failures(&self) -> &[NodeFailure] {
+        match self {
+            AcquireError::NoQuorum { failures, .. } => failures,
+            AcquireError::Exhausted { last, .. } => last.failures(),
+            _ => &[],
+        }
+    }
+}
+
+/// Why a lock was not extended. The guard is lost afterwards.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExtendError {
+    /// The arguments were refused before anything was sent; the lock is unchanged.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// The lock's validity had already ended, so extending it would not be safe.
+    #[error("lock on {resource:?} expired before it could be extended")]
+    Expired {
+        /// The resource.
+        resource: String,
+    },
+    /// The lock was already known to be lost.
+    #[error("lock on {resource:?} was already lost")]
+    AlreadyLost {
+        /// The resource.
+        resource: String,
+    },
+    /// A majority of masters did not confirm the extension: the lock is lost.
+    #[error("lock on {resource:?} lost: {extended} of {masters} masters extended it, {required} needed{}", list(.failures))]
+    Lost {
+        /// The resource.
+        resource: String,
+        /// How many masters extended the lock.
+        extended: usize,
+        /// How many were needed.
+        required: usize,
+        /// How many masters there are.
+        masters: usize,
+        /// What the others said.
+        failures: Vec<NodeFailure>,
+    },
+}
+
+impl ExtendError {
+    /// Whether another token now holds the key on some master (the lock was taken over).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ExtendError::Lost { failures, .. } if failures.iter().any(|f| f.kind == NodeErrorKind::Held))
+    }
+}
+
+/// What a successful release found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Released {
+    /// On how many masters our token was found and deleted.
+    pub held: usize,
+    /// How many masters there are.
+    pub masters: usize,
+    /// Masters that could not be reached or answered with an error (their key expires with its TTL).
+    pub failures: Vec<NodeFailure>,
+}
+
+/// Why a release is not a clean success.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReleaseError {
+    /// Fewer than a majority of masters still held our token: the lock had expired, and another holder
+    /// may have held it in the meantime.
+    #[error("the lock on {resource:?} had expired (held on {held} of {masters} masters, {required} needed); the protected data may have been touched by another holder{}", list(.failures))]
+    Expired {
+        /// The resource.
+        resource: String,
+        /// On how many masters our token was still found.
+        held: usize,
+        /// How many were needed for the lock to be held.
+        required: usize,
+        /// How many masters there are.
+        masters: usize,
+        /// What the others said.
+        failures: Vec<NodeFailure>,
+    },
+    /// Too many masters failed to answer to tell whether the lock was still held; their keys expire
+    /// with the TTL.
+    #[error("release of {resource:?} unconfirmed: held on {held} of {masters} masters, {required} needed, the rest unreachable{}", list(.failures))]
+    Unconfirmed {
+        /// The resource.
+        resource: String,
+        /// On how many masters our token was found and deleted.
+        held: usize,
+        /// How many were needed to confirm.
+        required: usize,
+        /// How many masters there are.
+        masters: usize,
+        /// What the others said.
+        failures: Vec<NodeFailure>,
+    },
+}
+
+impl ReleaseError {
+    /// Whether the lock is known to have expired before the release.
+    pub fn is_expired(&self) -> bool {
+        matches!(self, ReleaseError::Expired { .. })
+    }
+}
+
+/// Replaces the password (and user) of a URL with `***`, for error messages and logs.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{}***{}", &url[..scheme_end + 3], &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_hides_credentials_only() {
+        assert_eq!(
+            redact_url("redis://user:s3cret@host:6379/0"),
+            "redis://***@host:6379/0"
+        );
+        assert_eq!(redact_url("redis://:s3cret@host"), "redis://***@host");
+        assert_eq!(redact_url("rediss://host:6380"), "rediss://host:6380");
+        assert_eq!(redact_url("not a url"), "not a url");
+        assert_eq!(redact_url("redis://host/path@x"), "redis://host/path@x");
+    }
+
+    #[test]
+    fn no_quorum_message_lists_each_master() {
+        let err = AcquireError::NoQuorum {
+            resource: "orders:42".into(),
+            acquired: 1,
+            required: 2,
+            masters: 3,
+            failures: vec![
+                NodeFailure {
+                    node: 1,
+                    addr: "10.0.0.2:6379".into(),
+                    kind: NodeErrorKind::Held,
+                },
+                NodeFailure {
+                    node: 2,
+                    addr: "10.0.0.3:6379".into(),
+                    kind: NodeErrorKind::Timeout,
+                },
+            ],
+        };
+        let msg = err.to_string();
+        assert!(msg.contains("1 of 3 masters granted it, 2 needed"), "{msg}");
+        assert!(
+            msg.contains("master 1 (10.0.0.2:6379): held by another holder"),
+            "{msg}"
+        );
+        assert!(msg.contains("master 2 (10.0.0.3:6379): timed out"), "{msg}");
+        assert!(err.is_contended());
+        assert!(err.is_retryable());
+    }
+}

@@ -1,0 +1,227 @@
+//! One Redis master: its connection, its per-node timeout, and the classification of its errors.
+//!
+//! Each master gets exactly one multiplexed, reconnecting connection (a redis-rs
+//! `ConnectionManager`), shared by every task in the process: a command costs no connection setup
+//! and no lock on the connection. Every command is bounded by the per-node timeout, so a master that
+//! is paused, blackholed or refusing connections costs at most that long and never holds up the
+//! requests sent to the other masters, which run concurrently. A refused connection fails at once
+//! and is retried on the next command; it never blocks on a multi-second reconnect loop.
+
+//!
+//! Scripts go out as `EVAL` with their source rather than `EVALSHA`: a release queued behind a
+//! stalled master must still run when the master resumes, even after the client stopped listening,
+//! and even if a restart emptied the master's script cache. With `EVALSHA` such a release would die on
+//! `NOSCRIPT` with nobody left to retry it, stranding the key until its TTL. Redis caches the compiled
+//! script either way; the cost is a few hundred bytes per request.
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, ErrorKind, RedisError, Value};
+
+use crate::error::{redact_url, BuildError, NodeErrorKind};
+
+/// Compare-and-delete, publishing the release on the resource's channel.
+pub(crate) const RELEASE_SCRIPT: &str = include_str!("scripts/release.lua");
+/// Compare-and-PEXPIRE.
+pub(crate) const EXTEND_SCRIPT: &str = include_str!("scripts/extend.lua");
+
+/// What a compare-and-act script found on one master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// Our token was there, and the script acted on it.
+    Ours,
+    /// The key was absent.
+    Absent,
+    /// Another token holds the key.
+    Other,
+}
+
+impl Found {
+    fn from_reply(reply: i64) -> Result<Self, NodeErrorKind> {
+        match reply {
+            1 => Ok(Found::Ours),
+            0 => Ok(Found::Absent),
+            -1 => Ok(Found::Other),
+            other => Err(NodeErrorKind::Protocol(format!(
+                "script returned {other}, expected 1, 0 or -1"
+            ))),
+        }
+    }
+
+    /// As a vote outcome: only `Ours` is a yes.
+    pub(crate) fn into_result(self) -> Result<(), NodeErrorKind> {
+        match self {
+            Found::Ours => Ok(()),
+            Found::Absent => Err(NodeErrorKind::Absent),
+            Found::Other => Err(NodeErrorKind::Held),
+        }
+    }
+}
+
+/// A connection to one master.
+#[derive(Clone)]
+pub(crate) struct Node {
+    index: usize,
+    addr: String,
+    client: Client,
+    conn: ConnectionManager,
+    timeout: Duration,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never derive Debug here: the client holds the password.
+        f.debug_struct("Node")
+            .field("index", &self.index)
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl Node {
+    /// Parses `url` and prepares a lazy connection; nothing is sent yet.
+    pub(crate) fn new(
+        index: usize,
+        url: &str,
+        timeout: Duration,
+        connect_timeout: Duration,
+    ) -> Result<Self, BuildError> {
+        let invalid = |reason: String| BuildError::InvalidUrl {
+            url: redact_url(url),
+            reason,
+        };
+        let client = Client::open(url).map_err(|e| invalid(describe(&e)))?;
+        let addr = client.get_connection_info().addr().to_string();
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(connect_timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(0);
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
+            .map_err(|e| invalid(describe(&e)))?;
+        Ok(Self {
+            index,
+            addr,
+            client,
+            conn,
+            timeout,
+        })
+    }
+
+    /// The master's position in the configured list.
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    /// `host:port`, without credentials.
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The redis-rs client, for connections other than the shared one (pub/sub).
+    #[allow(dead_code)]
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Runs one request with the per-node timeout and classifies its failure.
+    async fn bounded<T, F>(&self, timeout: Duration, request: F) -> Result<T, NodeErrorKind>
+    where
+        F: Future<Output = Result<T, RedisError>>,
+    {
+        match tokio::time::timeout(timeout, request).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => Err(classify(&err)),
+            Err(_) => Err(NodeErrorKind::Timeout),
+        }
+    }
+
+    /// Sends an already built command and returns the raw reply.
+    pub(crate) async fn query(&self, cmd: &redis::Cmd) -> Result<Value, NodeErrorKind> {
+        let mut conn = self.conn.clone();
+        self.bounded(self.timeout, async move {
+            conn.send_packed_command(cmd).await?.extract_error()
+        })
+        .await
+    }
+
+    /// `SET key token NX PX ttl`, pre-built once per round: `Ok` when we got the key.
+    pub(crate) async fn set_nx(&self, cmd: &redis::Cmd) -> Result<(), NodeErrorKind> {
+        match self.query(cmd).await? {
+            Value::Okay => Ok(()),
+            Value::SimpleString(s) if s == "OK" => Ok(()),
+            Value::Nil => Err(NodeErrorKind::Held),
+            other => Err(NodeErrorKind::Protocol(format!("SET NX answered {other:?}"))),
+        }
+    }
+
+    /// Runs the compare-and-delete script for our token.
+    pub(crate) async fn release(
+        &self,
+        key: &str,
+        token: &str,
+        channel: &str,
+    ) -> Result<Found, NodeErrorKind> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(RELEASE_SCRIPT).arg(1).arg(key).arg(token).arg(channel);
+        self.script(&cmd).await
+    }
+
+    /// Runs the compare-and-PEXPIRE script for our token.
+    pub(crate) async fn extend(&self, key: &str, token: &str, ttl_ms: u64) -> Result<Found, NodeErrorKind> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(EXTEND_SCRIPT).arg(1).arg(key).arg(token).arg(ttl_ms);
+        self.script(&cmd).await
+    }
+
+    /// Runs a compare-and-act script and reads its 1 / 0 / -1 answer.
+    pub(crate) async fn script(&self, cmd: &redis::Cmd) -> Result<Found, NodeErrorKind> {
+        match self.query(cmd).await? {
+            Value::Int(reply) => Found::from_reply(reply),
+            other => Err(NodeErrorKind::Protocol(format!("script answered {other:?}"))),
+        }
+    }
+
+    /// Checks that the master answers, allowing `timeout` for a first connection.
+    pub(crate) async fn ping(&self, timeout: Duration) -> Result<(), NodeErrorKind> {
+        let mut conn = self.conn.clone();
+        let cmd = redis::cmd("PING");
+        self.bounded(timeout, async move {
+            conn.send_packed_command(&cmd).await?.extract_error()
+        })
+        .await
+        .map(drop)
+    }
+}
+
+/// The message of a redis-rs error, without anything that could carry credentials.
+fn describe(err: &RedisError) -> String {
+    let mut text = err.to_string();
+    if text.contains('@') {
+        text = redact_url(&text);
+    }
+    text
+}
+
+/// Sorts a redis-rs error into what it means for the lock.
+pub(crate) fn classify(err: &RedisError) -> NodeErrorKind {
+    let code = err.code().unwrap_or_default();
+    if code == "WRONGTYPE" || err.to_string().contains("WRONGTYPE") {
+        return NodeErrorKind::WrongType;
+    }
+    if err.kind() == ErrorKind::AuthenticationFailed || matches!(code, "NOAUTH" | "WRONGPASS" | "NOPERM") {
+        return NodeErrorKind::Auth(describe(err));
+    }
+    if err.is_timeout() {
+        return NodeErrorKind::Timeout;
+    }
+    if err.is_io_error() || err.is_connection_refusal() || err.is_connection_dropped() {
+        return NodeErrorKind::Connection(describe(err));
+    }
+    match err.kind() {
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => NodeErrorKind::Protocol(describe(err)),
+        _ => NodeErrorKind::Server(describe(err)),
+    }
+}

@@ -1,0 +1,194 @@
+//! Bad input, rejected with a typed error that names it, before anything reaches a master.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{cluster, locks};
+use quorlock::{AcquireError, BuildError, InputError, Quorlock};
+use quorlock_chaos::{Cluster, ClusterOptions};
+
+#[tokio::test]
+async fn no_masters_is_an_error() {
+    let err = Quorlock::builder().build().await.expect_err("N = 0");
+    assert!(matches!(err, BuildError::NoNodes), "{err}");
+}
+
+#[tokio::test]
+async fn an_invalid_url_is_named_without_its_password() {
+    let err = Quorlock::builder()
+        .node("redis://user:hunter2@host:notaport")
+        .build()
+        .await
+        .expect_err("bad URL");
+    let msg = err.to_string();
+    assert!(matches!(err, BuildError::InvalidUrl { .. }), "{msg}");
+    assert!(msg.contains("host:notaport"), "{msg}");
+    assert!(!msg.contains("hunter2"), "{msg}");
+    let err = Quorlock::builder()
+        .node("http://example")
+        .build()
+        .await
+        .expect_err("bad scheme");
+    assert!(matches!(err, BuildError::InvalidUrl { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_duplicate_master_is_refused() {
+    let err = Quorlock::builder()
+        .nodes([
+            "redis://127.0.0.1:1",
+            "redis://127.0.0.1:2",
+            "redis://127.0.0.1:1",
+        ])
+        .build()
+        .await
+        .expect_err("duplicate");
+    assert!(
+        matches!(
+            err,
+            BuildError::DuplicateNode {
+                first: 0,
+                second: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn zero_delay_with_jitter_is_refused() {
+    let err = Quorlock::builder()
+        .node("redis://127.0.0.1:1")
+        .retry_delay(Duration::ZERO)
+        .retry_jitter(Duration::from_millis(5))
+        .build()
+        .await
+        .expect_err("zero delay with jitter");
+    assert!(matches!(err, BuildError::InvalidRetry(_)), "{err}");
+}
+
+#[tokio::test]
+async fn bad_ttls_and_names_are_refused_before_sending() {
+    let c = cluster(1).await;
+    let locks = locks(&c).await;
+    let input = |r: Result<quorlock::Guard, AcquireError>| match r {
+        Err(AcquireError::Input(e)) => e,
+        Err(other) => panic!("expected an input error, got {other}"),
+        Ok(_) => panic!("expected an input error, got a lock"),
+    };
+    assert_eq!(
+        input(locks.acquire("", Duration::from_secs(1)).await),
+        InputError::EmptyResource
+    );
+    assert_eq!(
+        input(locks.acquire("r", Duration::ZERO).await),
+        InputError::ZeroTtl
+    );
+    assert!(matches!(
+        input(locks.acquire("r", Duration::from_secs(90_000)).await),
+        InputError::TtlTooLarge { .. }
+    ));
+    // 1 ms is below its own drift allowance (2 ms + 1%).
+    let e = input(locks.try_acquire("r", Duration::from_millis(1)).await);
+    assert!(
+        matches!(
+            e,
+            InputError::NodeTimeoutNotBelowTtl { .. } | InputError::Timing(_)
+        ),
+        "{e}"
+    );
+    // The node timeout (200 ms in tests) must be shorter than the TTL.
+    let e = input(locks.try_acquire("r", Duration::from_millis(150)).await);
+    assert!(matches!(e, InputError::NodeTimeoutNotBelowTtl { .. }), "{e}");
+    assert!(e.to_string().contains("150ms"), "{e}");
+    let tight = Quorlock::builder()
+        .node(c.url(0))
+        .node_timeout(Duration::from_micros(100))
+        .build()
+        .await
+        .expect("build");
+    let e = input(tight.try_acquire("r", Duration::from_millis(2)).await);
+    assert!(matches!(e, InputError::Timing(_)), "{e}");
+}
+
+#[tokio::test]
+async fn an_even_number_of_masters_works() {
+    let c = cluster(2).await;
+    let locks = locks(&c).await;
+    assert_eq!(locks.quorum(), 2);
+    locks
+        .try_acquire("even", Duration::from_secs(5))
+        .await
+        .expect("acquire")
+        .release()
+        .await
+        .expect("release");
+}
+
+#[tokio::test]
+async fn acl_users_work_and_passwords_stay_out_of_debug_and_errors() {
+    let opts = ClusterOptions {
+        masters: 3,
+        acl_user: Some(("locker".into(), "s3cr3t-pw".into())),
+        ..ClusterOptions::default()
+    };
+    let c = Cluster::start_with(opts)
+        .await
+        .expect("start masters with an ACL user");
+    let urls = c.urls();
+    assert!(urls[0].contains("s3cr3t-pw"));
+    let locks = Quorlock::builder()
+        .nodes(urls.clone())
+        .build()
+        .await
+        .expect("ACL user authenticates");
+    assert!(!format!("{locks:?}").contains("s3cr3t-pw"));
+    let guard = locks
+        .acquire("acl", Duration::from_secs(5))
+        .await
+        .expect("acquire");
+    assert!(!format!("{guard:?}").contains("s3cr3t-pw"));
+    guard.release().await.expect("release");
+    // The wrong password: a clear error naming the master, never the password.
+    let wrong: Vec<String> = urls.iter().map(|u| u.replace("s3cr3t-pw", "wrong-pw")).collect();
+    let err = Quorlock::builder()
+        .nodes(wrong)
+        .build()
+        .await
+        .expect_err("auth must fail");
+    let msg = err.to_string();
+    assert!(matches!(err, BuildError::Auth { node: 0, .. }), "{msg}");
+    assert!(msg.contains("authentication failed"), "{msg}");
+    assert!(!msg.contains("wrong-pw") && !msg.contains("s3cr3t-pw"), "{msg}");
+}
+
+#[tokio::test]
+async fn requirepass_masters_work() {
+    let opts = ClusterOptions {
+        masters: 3,
+        password: Some("pa55".into()),
+        ..ClusterOptions::default()
+    };
+    let c = Cluster::start_with(opts)
+        .await
+        .expect("start masters with requirepass");
+    let locks = Quorlock::builder().nodes(c.urls()).build().await.expect("build");
+    locks
+        .try_acquire("pw", Duration::from_secs(5))
+        .await
+        .expect("acquire")
+        .release()
+        .await
+        .expect("release");
+    let no_pw: Vec<String> = (0..3)
+        .map(|i| format!("redis://127.0.0.1:{}", c.port(i)))
+        .collect();
+    let err = Quorlock::builder()
+        .nodes(no_pw)
+        .build()
+        .await
+        .expect_err("no password");
+    assert!(matches!(err, BuildError::Auth { .. }), "{err}");
+}
