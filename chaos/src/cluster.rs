@@ -657,6 +657,24 @@ async fn wait_ready(
     }
 }
 
+/// Polls `url` with PING until it answers or `timeout` passes.
+pub(crate) async fn wait_for_ping(url: &str, index: usize, timeout: Duration) -> Result<(), HarnessError> {
+    let started = tokio::time::Instant::now();
+    loop {
+        if ping_pid(url).await.is_some() {
+            return Ok(());
+        }
+        if started.elapsed() >= timeout {
+            return Err(HarnessError::NotReady {
+                index,
+                url: url.to_string(),
+                waited: timeout,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// PINGs the server at `url` and returns its `process_id`, or `None` if it is not ready.
 async fn ping_pid(url: &str) -> Option<u32> {
     // Short: the caller polls until READY_TIMEOUT, and a port held by a non-redis

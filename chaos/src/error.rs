@@ -90,6 +90,28 @@ pub enum HarnessError {
         source: nix::Error,
     },
 
+    /// An external command (e.g. `docker compose`) failed.
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// Exit status as text.
+        status: String,
+        /// What it wrote to stderr.
+        stderr: String,
+    },
+
+    /// A master did not answer PING in time after a restart.
+    #[error("master {index} at {url} did not answer PING within {waited:?}")]
+    NotReady {
+        /// Master index.
+        index: usize,
+        /// URL probed (credentials included as configured).
+        url: String,
+        /// How long the harness waited.
+        waited: Duration,
+    },
+
     /// A master did not answer PING within the startup bound.
     #[error(
         "master {index} (port {port}) did not answer PING within {waited:?}; log tail ({log}):\n{log_tail}"

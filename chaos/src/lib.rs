@@ -7,18 +7,25 @@
 //! - [`error`]: [`HarnessError`], the single error type of the harness.
 //! - [`cluster`]: the process backend, one local `redis-server` child per master, with
 //!   kill / pause / resume / restart (keeping or wiping data).
+//! - [`backend`]: the [`Backend`] trait (kill / pause / resume / restart / urls) shared by
+//!   the process cluster and the compose backend.
+//! - [`compose`]: [`Compose`], masters as docker compose services.
 //! - [`credentials`]: [`Credentials`] and the `redis://` URLs built from them.
 //! - [`proxy`]: our own TCP proxy per (client group, master) with pass-through, latency,
 //!   blackhole and reset modes; [`ProxyGroup`] turns blackholes into partitions.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod cluster;
+pub mod compose;
 pub mod credentials;
 pub mod error;
 pub mod proxy;
 
+pub use backend::Backend;
 pub use cluster::{redis_server_path, Cluster, ClusterOptions, DataMode};
+pub use compose::{Compose, ComposeOptions};
 pub use credentials::Credentials;
 pub use error::HarnessError;
 pub use proxy::{Proxy, ProxyGroup, ProxyMode};
