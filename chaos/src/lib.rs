@@ -13,6 +13,7 @@
 //! - [`credentials`]: [`Credentials`] and the `redis://` URLs built from them.
 //! - [`history`]: [`History`] of lock records and fault windows on one [`RunClock`].
 //! - [`checker`]: pure verdicts over a history: overlaps, lost updates, liveness, leaks.
+//! - [`svg`]: a hand-written SVG timeline of holders per resource with faults shaded.
 //! - [`proxy`]: our own TCP proxy per (client group, master) with pass-through, latency,
 //!   blackhole and reset modes; [`ProxyGroup`] turns blackholes into partitions.
 #![deny(unsafe_code)]
@@ -26,6 +27,7 @@ pub mod credentials;
 pub mod error;
 pub mod history;
 pub mod proxy;
+pub mod svg;
 
 pub use backend::Backend;
 pub use cluster::{redis_server_path, Cluster, ClusterOptions, DataMode};
