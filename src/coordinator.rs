@@ -347,38 +347,73 @@ impl Inner {
     }
 
     /// Releases a lock on the masters listed, concurrently, and counts what it found.
-    pub(crate) async fn release_on(&self, ops: &dyn LockOps, nodes: &[usize]) -> ReleaseTally {
-        let cmd = ops.release_cmd();
+    pub(crate) async fn release_on(self: &Arc<Self>, ops: &dyn LockOps, nodes: &[usize]) -> ReleaseTally {
+        self.release_until(ops, nodes, None).await
+    }
+
+    /// Releases a lock on every master, returning as soon as a majority confirmed the release; the
+    /// masters still in flight then finish in a background task, so a stalled master costs nothing.
+    pub(crate) async fn release_all(self: &Arc<Self>, ops: &dyn LockOps) -> ReleaseTally {
+        let all: Vec<usize> = (0..self.nodes.len()).collect();
+        self.release_until(ops, &all, Some(quorum(self.nodes.len())))
+            .await
+    }
+
+    /// Sends the release to `nodes` and counts the answers, until `enough` masters confirmed (then
+    /// the rest is left to a task) or all have answered.
+    async fn release_until(
+        self: &Arc<Self>,
+        ops: &dyn LockOps,
+        nodes: &[usize],
+        enough: Option<usize>,
+    ) -> ReleaseTally {
+        let cmd = Arc::new(ops.release_cmd());
         let mut pending: FuturesUnordered<_> = nodes
             .iter()
-            .filter_map(|i| self.nodes.get(*i))
-            .map(|node| {
-                let cmd = &cmd;
-                async move { (node.index(), node.script(cmd).await) }
+            .map(|&node| {
+                let (inner, cmd) = (Arc::clone(self), Arc::clone(&cmd));
+                async move {
+                    let result = match inner.nodes.get(node) {
+                        Some(n) => n.script(&cmd).await,
+                        None => Err(NodeErrorKind::Protocol(format!("no master {node}"))),
+                    };
+                    (node, result)
+                }
             })
             .collect();
         let mut out = ReleaseTally::default();
         while let Some((node, result)) = pending.next().await {
-            match result {
-                Ok(Found::Ours) => out.held += 1,
-                Ok(other) => {
-                    if let Err(kind) = other.into_result() {
-                        out.not_held.push(self.failure(node, kind));
-                    }
-                }
-                Err(kind) => {
-                    warn!(node, addr = self.addr(node), error = %kind, "release failed on a master; its key expires with its TTL");
-                    out.errors.push(self.failure(node, kind));
+            self.count_release(&mut out, node, result);
+            if enough.is_some_and(|enough| out.held >= enough) && !pending.is_empty() {
+                if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                    let inner = Arc::clone(self);
+                    handle.spawn(async move {
+                        let mut rest = ReleaseTally::default();
+                        while let Some((node, result)) = pending.next().await {
+                            inner.count_release(&mut rest, node, result);
+                        }
+                    });
+                    break;
                 }
             }
         }
         out
     }
 
-    /// Releases a lock on every master.
-    pub(crate) async fn release_all(&self, ops: &dyn LockOps) -> ReleaseTally {
-        let all: Vec<usize> = (0..self.nodes.len()).collect();
-        self.release_on(ops, &all).await
+    /// Records one master's answer to a release.
+    fn count_release(&self, out: &mut ReleaseTally, node: usize, result: Result<Found, NodeErrorKind>) {
+        match result {
+            Ok(Found::Ours) => out.held += 1,
+            Ok(other) => {
+                if let Err(kind) = other.into_result() {
+                    out.not_held.push(self.failure(node, kind));
+                }
+            }
+            Err(kind) => {
+                warn!(node, addr = self.addr(node), error = %kind, "release failed on a master; its key expires with its TTL");
+                out.errors.push(self.failure(node, kind));
+            }
+        }
     }
 
     pub(crate) fn failure(&self, node: usize, kind: NodeErrorKind) -> NodeFailure {

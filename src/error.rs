@@ -306,6 +306,9 @@ impl ExtendError {
 }
 
 /// What a successful release found.
+///
+/// A release returns as soon as a majority of masters confirmed it; masters still answering then are
+/// released in the background and are not listed here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Released {

@@ -210,9 +210,9 @@ impl Guard {
         let held = Arc::clone(&self.held);
         held.set_released();
         // From here on, dropping this future part-way still releases from a task.
-        let net = ReleaseNet(Some(Arc::clone(&held)));
+        let mut net = ReleaseNet(Some(Arc::clone(&held)));
         let out = held.inner.release_all(held.ops.as_ref()).await;
-        std::mem::forget(net);
+        net.0 = None;
         drop(self);
         held.mark_lost();
         Span::current().record("held", out.held);

@@ -24,7 +24,7 @@ pub(crate) trait LockOps: Send + Sync + fmt::Debug + 'static {
 }
 
 /// A plain RedLock lock: one string key holding our token (interoperable with other clients).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct PlainLock {
     key: String,
     token: String,
@@ -39,6 +39,15 @@ impl PlainLock {
             token: token.to_owned(),
             channel: release_channel(key),
         }
+    }
+}
+
+impl fmt::Debug for PlainLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The token stays out of logs: whoever has it can release the lock.
+        f.debug_struct("PlainLock")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
     }
 }
 
