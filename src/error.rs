@@ -36,6 +36,11 @@ impl NodeErrorKind {
         matches!(self, NodeErrorKind::Held)
     }
 
+    /// Whether waiting will not help: rejected credentials, or a key that is not a lock.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, NodeErrorKind::Auth(_) | NodeErrorKind::WrongType)
+    }
+
     /// Whether the master could not be reached in time.
     pub fn is_unreachable(&self) -> bool {
         matches!(self, NodeErrorKind::Timeout | NodeErrorKind::Connection(_))
@@ -234,11 +239,20 @@ pub enum AcquireError {
 
 impl AcquireError {
     /// Whether trying again later may succeed (contention, a master down, a slow round).
+    ///
+    /// Not when so many masters failed permanently (rejected credentials, a key of another type)
+    /// that a majority can never grant the lock.
     pub fn is_retryable(&self) -> bool {
         match self {
-            AcquireError::NoQuorum { failures, .. } => !failures
-                .iter()
-                .any(|f| matches!(f.kind, NodeErrorKind::Auth(_) | NodeErrorKind::WrongType)),
+            AcquireError::NoQuorum {
+                failures,
+                masters,
+                required,
+                ..
+            } => {
+                let permanent = failures.iter().filter(|f| f.kind.is_permanent()).count();
+                masters.saturating_sub(permanent) >= *required
+            }
             AcquireError::TooSlow { .. } | AcquireError::Exhausted { .. } => true,
             AcquireError::Input(_) | AcquireError::Rng(_) => false,
         }
@@ -421,5 +435,31 @@ mod tests {
         assert!(msg.contains("master 2 (10.0.0.3:6379): timed out"), "{msg}");
         assert!(err.is_contended());
         assert!(err.is_retryable());
+    }
+
+    #[test]
+    fn permanent_failures_stop_retries_only_when_they_rule_out_a_majority() {
+        let failure = |node, kind| NodeFailure {
+            node,
+            addr: format!("h:{node}"),
+            kind,
+        };
+        let err = |failures| AcquireError::NoQuorum {
+            resource: "r".into(),
+            acquired: 0,
+            required: 3,
+            masters: 5,
+            failures,
+        };
+        let one_wrong = err(vec![
+            failure(0, NodeErrorKind::WrongType),
+            failure(1, NodeErrorKind::Held),
+        ]);
+        assert!(one_wrong.is_retryable(), "4 masters can still grant it");
+        let three_wrong = err((0..3).map(|i| failure(i, NodeErrorKind::WrongType)).collect());
+        assert!(
+            !three_wrong.is_retryable(),
+            "only 2 masters left can ever grant it"
+        );
     }
 }
