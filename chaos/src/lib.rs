@@ -11,6 +11,8 @@
 //!   the process cluster and the compose backend.
 //! - [`compose`]: [`Compose`], masters as docker compose services.
 //! - [`credentials`]: [`Credentials`] and the `redis://` URLs built from them.
+//! - [`clock`]: clock jumps emulated by shifting TTLs (works on any Redis).
+//! - [`faketime`]: [`FakeClock`], a per-master wall-clock offset via libfaketime.
 //! - [`history`]: [`History`] of lock records and fault windows on one [`RunClock`].
 //! - [`checker`]: pure verdicts over a history: overlaps, lost updates, liveness, leaks.
 //! - [`svg`]: a hand-written SVG timeline of holders per resource with faults shaded.
@@ -21,10 +23,12 @@
 
 pub mod backend;
 pub mod checker;
+pub mod clock;
 pub mod cluster;
 pub mod compose;
 pub mod credentials;
 pub mod error;
+pub mod faketime;
 pub mod history;
 pub mod proxy;
 pub mod svg;
@@ -34,5 +38,6 @@ pub use cluster::{redis_server_path, Cluster, ClusterOptions, DataMode};
 pub use compose::{Compose, ComposeOptions};
 pub use credentials::Credentials;
 pub use error::HarnessError;
+pub use faketime::{libfaketime_path, FakeClock};
 pub use history::{FaultWindow, History, LockRecord, RunClock};
 pub use proxy::{Proxy, ProxyGroup, ProxyMode};
