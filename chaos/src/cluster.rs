@@ -737,7 +737,7 @@ async fn ping_pid(url: &str) -> Option<u32> {
         .and_then(|pid| pid.trim().parse().ok())
 }
 
-async fn connect(url: &str, timeout: Duration) -> redis::RedisResult<MultiplexedConnection> {
+pub(crate) async fn connect(url: &str, timeout: Duration) -> redis::RedisResult<MultiplexedConnection> {
     let client = redis::Client::open(url)?;
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(timeout))

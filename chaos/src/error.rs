@@ -38,6 +38,15 @@ pub enum HarnessError {
         reason: String,
     },
 
+    /// No scenario has this name.
+    #[error("unknown scenario {name:?}; known scenarios: {known}")]
+    UnknownScenario {
+        /// The name asked for.
+        name: String,
+        /// Every known name.
+        known: String,
+    },
+
     /// A master index outside `0..len`.
     #[error("no master with index {index}: the cluster has {len} masters")]
     NoSuchMaster {
