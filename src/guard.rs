@@ -84,6 +84,20 @@ impl Guard {
         &self.held.key
     }
 
+    /// Every resource this lock covers: the set of a multi-resource lock, else the one resource.
+    pub fn resources(&self) -> Vec<&str> {
+        match self.held.ops.resources() {
+            Some(all) => all.iter().map(String::as_str).collect(),
+            None => vec![self.held.resource.as_str()],
+        }
+    }
+
+    /// For a reentrant lock, the owner's hold count on a majority of masters once this hold was
+    /// taken (1 for a first hold); `None` for other kinds.
+    pub fn holds(&self) -> Option<u64> {
+        self.held.ops.holds()
+    }
+
     /// This holder's random token, the value stored under the key.
     pub fn token(&self) -> &str {
         &self.held.token
