@@ -129,7 +129,9 @@ impl Quorlock {
     pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
         let timing = self.inner.check(resource, ttl)?;
         self.inner
-            .retrying(resource, None, || self.inner.round(resource, timing))
+            .retrying(resource, tokio::time::sleep, || {
+                self.inner.round(resource, timing)
+            })
             .await
     }
 
@@ -198,16 +200,18 @@ impl Inner {
     }
 
     /// Makes attempts with `round` until one succeeds, one fails for good, or the retry plan runs
-    /// out; the delay between attempts is jittered and, when `cap` is given, at most `cap`.
-    pub(crate) async fn retrying<F, Fut>(
+    /// out; between attempts it awaits `pause` with the jittered delay (a kind may wake earlier).
+    pub(crate) async fn retrying<F, Fut, P, PFut>(
         &self,
         resource: &str,
-        cap: Option<Duration>,
+        pause: P,
         mut round: F,
     ) -> Result<Guard, AcquireError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<Guard, AcquireError>>,
+        P: Fn(Duration) -> PFut,
+        PFut: Future<Output = ()>,
     {
         let plan = self.config.retry;
         let started = Instant::now();
@@ -222,14 +226,11 @@ impl Inner {
             if !err.is_retryable() {
                 return Err(err);
             }
-            let mut delay = self.config.backoff.jitter(&mut rand::rng());
-            if let Some(cap) = cap {
-                delay = delay.min(cap);
-            }
+            let delay = self.config.backoff.jitter(&mut rand::rng());
             match plan.next_delay(attempts, started.elapsed(), delay) {
                 Some(delay) => {
                     debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying");
-                    tokio::time::sleep(delay).await;
+                    pause(delay).await;
                 }
                 None => {
                     return Err(AcquireError::Exhausted {

@@ -356,3 +356,50 @@ async fn waiters_that_give_up_or_are_dropped_leave_the_queue() {
         "only the earlier ticket is left"
     );
 }
+
+/// How many connections subscribe to the lock's release channel on master `i`.
+async fn subscribers(c: &Cluster, i: usize) -> u64 {
+    let mut conn = c.client(i).await.expect("connect");
+    let (_, n): (String, u64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(format!("quorlock:released:{LOCK}"))
+        .query_async(&mut conn)
+        .await
+        .expect("PUBSUB NUMSUB");
+    n
+}
+
+#[tokio::test]
+async fn a_waiter_wakes_on_its_turn_instead_of_sleeping_out_its_retry_delay() {
+    let c = cluster(3).await;
+    let locks = patient(&c).await;
+    // Between rounds this waiter would sleep 20 s: only the notification can wake it sooner.
+    let sleepy = builder(&c)
+        .retry_delay(Duration::from_secs(20))
+        .retry_jitter(Duration::ZERO)
+        .wait(Duration::from_secs(120))
+        .build()
+        .await
+        .expect("build");
+    let holder = locks.acquire_fair("printer", TTL).await.expect("holder");
+    let options = FairOptions::new().heartbeat(Duration::from_secs(120));
+    let task = tokio::spawn(async move { sleepy.acquire_fair_with("printer", TTL, options).await });
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            queued_everywhere(&c, &[0, 1, 2], 1).await && subscribers(&c, 0).await == 1
+        })
+        .await,
+        "the waiter queued and listens for its turn"
+    );
+    holder.release().await.expect("release");
+    let guard = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("woken by the release, not by its 20 s retry delay")
+        .expect("task")
+        .expect("acquired");
+    guard.release().await.expect("release");
+    assert!(
+        eventually(Duration::from_secs(5), || async { subscribers(&c, 0).await == 0 }).await,
+        "the subscription ends with the wait"
+    );
+}

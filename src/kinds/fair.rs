@@ -11,7 +11,7 @@
 //! A waiter that stops calling (crashed, partitioned) is purged once its heartbeat deadline passes,
 //! so it blocks the queue for at most one heartbeat. A waiter that gives up or is dropped leaves the
 //! queue at once. Release deletes the lock and publishes the next live waiter's ticket id on the
-//! release channel. Tickets are ordered by the waiters' wall clocks: clients whose clocks disagree
+//! release channel, where the waiting client listens so it retries at once. Tickets are ordered by the waiters' wall clocks: clients whose clocks disagree
 //! by more than the time between their arrivals may be served in the order of their clocks.
 
 use std::cmp::Ordering;
@@ -19,8 +19,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use futures::StreamExt;
 use rand::Rng;
 use redis::Cmd;
+use tokio::sync::Notify;
 use tracing::{debug, field, instrument, warn};
 
 use super::{eval, int_reply, kind_key, FAIR_DEADLINES_SUFFIX, FAIR_QUEUE_SUFFIX, FAIR_TAG};
@@ -202,6 +204,90 @@ impl LockOps for FairWaiter {
     }
 }
 
+/// Wakes a waiting fair acquire as soon as a release or a leave names its ticket.
+///
+/// A background task subscribes to the lock's release channel on every master it can reach and
+/// raises `turn` when a message carries our ticket id. Between rounds the waiter sleeps until that
+/// or its jittered delay, whichever comes first: the delay stays the fallback (a master that could
+/// not be subscribed to, a message missed while connecting), so waking is only ever faster.
+struct Wake {
+    turn: Arc<Notify>,
+    listener: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Wake {
+    fn start(inner: &Inner, waiter: &FairWaiter) -> Self {
+        let turn = Arc::new(Notify::new());
+        let clients: Vec<redis::Client> = inner.nodes.iter().map(|n| n.client().clone()).collect();
+        let listener = tokio::runtime::Handle::try_current().ok().map(|handle| {
+            handle.spawn(listen(
+                clients,
+                waiter.channel.clone(),
+                waiter.ticket.id.clone(),
+                Arc::clone(&turn),
+                inner.config.connect_timeout,
+            ))
+        });
+        Self { turn, listener }
+    }
+
+    /// Sleeps for `delay`, or less if our turn is announced meanwhile (or was, since the last pause).
+    fn pause(&self, delay: Duration) -> impl Future<Output = ()> + 'static {
+        let turn = Arc::clone(&self.turn);
+        async move {
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = turn.notified() => debug!("woken by a release naming our ticket"),
+            }
+        }
+    }
+}
+
+impl Drop for Wake {
+    fn drop(&mut self) {
+        if let Some(listener) = self.listener.take() {
+            listener.abort();
+        }
+    }
+}
+
+/// Subscribes to `channel` on every master it can reach within `timeout` and raises `turn` for
+/// every message naming `ticket`.
+async fn listen(
+    clients: Vec<redis::Client>,
+    channel: String,
+    ticket: String,
+    turn: Arc<Notify>,
+    timeout: Duration,
+) {
+    let subscriptions = clients.iter().map(|client| {
+        let channel = channel.as_str();
+        async move {
+            let mut pubsub = tokio::time::timeout(timeout, client.get_async_pubsub())
+                .await
+                .ok()?
+                .ok()?;
+            tokio::time::timeout(timeout, pubsub.subscribe(channel))
+                .await
+                .ok()?
+                .ok()?;
+            Some(Box::pin(pubsub.into_on_message()))
+        }
+    });
+    let streams: Vec<_> = futures::future::join_all(subscriptions)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    debug!(masters = streams.len(), "listening for our turn");
+    let mut messages = futures::stream::select_all(streams);
+    while let Some(message) = messages.next().await {
+        if message.get_payload::<String>().is_ok_and(|id| id == ticket) {
+            turn.notify_one();
+        }
+    }
+}
+
 /// Leaves the queue from a spawned task unless disarmed: the cancel-safety net of a fair wait, and
 /// the tidy-up after success (the ticket may linger on masters that did not grant the lock).
 struct LeaveOnDrop {
@@ -268,7 +354,9 @@ impl Quorlock {
     }
 
     /// Acquires the fair lock on `resource` for `ttl` with `options`, waiting in its queue and
-    /// retrying like [`Quorlock::acquire`] (at least every third of the heartbeat).
+    /// retrying like [`Quorlock::acquire`] (at least every third of the heartbeat). A release that
+    /// names this waiter's ticket wakes it at once, through a subscription to the lock's release
+    /// channel on each master, held for the length of the wait.
     ///
     /// # Errors
     /// As [`Quorlock::acquire_fair`]; [`InputError::ZeroHeartbeat`] for a zero heartbeat.
@@ -282,7 +370,9 @@ impl Quorlock {
         let (timing, waiter) = prepare(&self.inner, resource, ttl, options.ticket, options.heartbeat)?;
         let cap = options.heartbeat / 3;
         let heartbeat_ms = ttl_millis(options.heartbeat);
-        let wait = self.inner.retrying(resource, Some(cap), || {
+        let wake = Wake::start(&self.inner, &waiter);
+        let pause = |delay: Duration| wake.pause(delay.min(cap));
+        let wait = self.inner.retrying(resource, pause, || {
             round(&self.inner, resource, &waiter, timing, heartbeat_ms)
         });
         queued(&self.inner, &waiter, wait).await

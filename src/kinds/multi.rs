@@ -133,7 +133,9 @@ impl Quorlock {
     {
         let (set, timing) = ResourceSet::checked(&self.inner, resources, ttl)?;
         self.inner
-            .retrying(&set.label, None, || round(&self.inner, &set, timing))
+            .retrying(&set.label, tokio::time::sleep, || {
+                round(&self.inner, &set, timing)
+            })
             .await
     }
 

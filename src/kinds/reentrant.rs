@@ -165,7 +165,9 @@ impl Quorlock {
     ) -> Result<Guard, AcquireError> {
         let timing = check(&self.inner, resource, owner, ttl)?;
         self.inner
-            .retrying(resource, None, || round(&self.inner, resource, owner, timing))
+            .retrying(resource, tokio::time::sleep, || {
+                round(&self.inner, resource, owner, timing)
+            })
             .await
     }
 
