@@ -79,7 +79,8 @@ impl Guard {
         &self.held.resource
     }
 
-    /// The key set on every master (the resource with the configured prefix).
+    /// The key set on every master (the resource with the configured prefix); for a
+    /// multi-resource lock, its keys as one label, `{key1, key2}`.
     pub fn key(&self) -> &str {
         &self.held.key
     }

@@ -18,6 +18,9 @@
 //! (`prefix + REENTRANT_TAG + resource`, `prefix + FAIR_TAG + resource`, and so on), so plain locks keep
 //! their wire format and stay interoperable with other RedLock clients. A consequence: a reentrant
 //! or fair lock on `r` does not exclude a plain lock on `r`; use one kind per resource.
+//!
+//! The fair lock's scripts read the master's clock (`TIME`) before writing, which needs Redis 5 or
+//! later (effects replication); the other kinds run on any Redis with Lua scripting.
 
 pub(crate) mod fair;
 pub(crate) mod multi;
