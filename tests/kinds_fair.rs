@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{builder, cluster, eventually};
+use common::{builder, cluster, eventually, subscribe};
 use futures::StreamExt;
 use quorlock::{AcquireError, FairOptions, NodeErrorKind, Quorlock, Ticket};
 use quorlock_chaos::Cluster;
@@ -265,13 +265,7 @@ async fn five_masters_with_queues_seeded_differently_still_make_progress() {
 async fn release_notifies_the_next_waiter_by_its_ticket() {
     let c = cluster(3).await;
     let locks = patient(&c).await;
-    let client = redis::Client::open(c.url(0)).expect("client");
-    let mut pubsub = client.get_async_pubsub().await.expect("pubsub");
-    pubsub
-        .subscribe(format!("quorlock:released:{LOCK}"))
-        .await
-        .expect("SUBSCRIBE");
-    let mut messages = pubsub.into_on_message();
+    let mut messages = subscribe(&c, 0, &format!("quorlock:released:{LOCK}")).await;
     let holder = locks.acquire_fair("printer", TTL).await.expect("holder");
     assert_eq!(holder.key(), LOCK);
     let next = Ticket::new();
@@ -283,11 +277,10 @@ async fn release_notifies_the_next_waiter_by_its_ticket() {
     );
     assert!(eventually(Duration::from_secs(5), || queued_everywhere(&c, &[0, 1, 2], 1)).await);
     holder.release().await.expect("release");
-    let message = tokio::time::timeout(Duration::from_secs(5), messages.next())
+    let payload = tokio::time::timeout(Duration::from_secs(5), messages.next())
         .await
         .expect("notified within 5 s")
         .expect("a message");
-    let payload: String = message.get_payload().expect("payload");
     assert_eq!(payload, next.id());
     task.await.expect("task").expect("the next waiter is served");
 }

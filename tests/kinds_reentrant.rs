@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{cluster, eventually, locks};
+use common::{cluster, eventually, locks, subscribe};
 use futures::StreamExt;
 use quorlock::{AcquireError, LockOwner, NodeErrorKind};
 use redis::AsyncCommands;
@@ -89,13 +89,7 @@ async fn the_last_release_is_announced_and_earlier_ones_are_not() {
     let c = cluster(3).await;
     let locks = locks(&c).await;
     let owner = LockOwner::from("worker-7");
-    let client = redis::Client::open(c.url(0)).expect("client");
-    let mut pubsub = client.get_async_pubsub().await.expect("pubsub");
-    pubsub
-        .subscribe(format!("quorlock:released:{KEY}"))
-        .await
-        .expect("SUBSCRIBE");
-    let mut messages = pubsub.into_on_message();
+    let mut messages = subscribe(&c, 0, &format!("quorlock:released:{KEY}")).await;
 
     let outer = locks
         .acquire_reentrant("ledger", &owner, TTL)
@@ -109,11 +103,10 @@ async fn the_last_release_is_announced_and_earlier_ones_are_not() {
     let early = tokio::time::timeout(Duration::from_millis(300), messages.next()).await;
     assert!(early.is_err(), "no announcement while a hold is left: {early:?}");
     outer.release().await.expect("release outer");
-    let message = tokio::time::timeout(Duration::from_secs(5), messages.next())
+    let payload = tokio::time::timeout(Duration::from_secs(5), messages.next())
         .await
         .expect("announced within 5 s")
         .expect("a message");
-    let payload: String = message.get_payload().expect("payload");
     assert_eq!(payload, "o:worker-7");
 }
 
