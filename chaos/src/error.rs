@@ -38,6 +38,10 @@ pub enum HarnessError {
         reason: String,
     },
 
+    /// The workload could not run (e.g. the lock library rejected its settings).
+    #[error("workload: {0}")]
+    Workload(String),
+
     /// No scenario has this name.
     #[error("unknown scenario {name:?}; known scenarios: {known}")]
     UnknownScenario {

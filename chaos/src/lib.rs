@@ -21,6 +21,9 @@
 //! - [`history`]: [`History`] of lock records and fault windows on one [`RunClock`].
 //! - [`checker`]: pure verdicts over a history: overlaps, lost updates, liveness, leaks.
 //! - [`svg`]: a hand-written SVG timeline of holders per resource with faults shaded.
+//! - [`workload`]: concurrent quorlock clients with a read-modify-write witness.
+//! - [`runner`]: one run end to end, its checks, verdict and report (text, JSON, SVG).
+//! - [`json`]: the small JSON writer behind `--json`.
 //! - [`proxy`]: our own TCP proxy per (client group, master) with pass-through, latency,
 //!   blackhole and reset modes; [`ProxyGroup`] turns blackholes into partitions.
 #![deny(unsafe_code)]
@@ -37,9 +40,12 @@ pub mod error;
 pub mod faketime;
 pub mod faults;
 pub mod history;
+pub mod json;
 pub mod proxy;
+pub mod runner;
 pub mod scenario;
 pub mod svg;
+pub mod workload;
 
 pub use backend::Backend;
 pub use cluster::{redis_server_path, Cluster, ClusterOptions, DataMode};
