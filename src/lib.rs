@@ -25,6 +25,10 @@
 //!   retries, and cancel safety.
 //! - [`Guard`] (`guard`): a held lock's validity, extend, release, and release on drop.
 //! - `ops`: the extend and release commands each kind of lock supplies.
+//! - `watchdog`: one renewal scheduler per [`Quorlock`] that keeps guards alive ([`KeepAlive`]),
+//!   batching the renewals of all held locks into one pipeline per master per tick.
+//! - `with_lock`: [`Quorlock::with_lock`], work run under a kept-alive lock and cancelled if it is
+//!   lost ([`LockHandle`]).
 //! - [`config`]: every setting with its documented default, checked once at `build()`.
 //! - [`error`]: one typed error per operation.
 //!
@@ -45,10 +49,15 @@ pub mod error;
 mod guard;
 mod node;
 mod ops;
+mod watchdog;
+mod with_lock;
 
 pub use config::{Config, QuorlockBuilder};
 pub use coordinator::Quorlock;
 pub use error::{
     AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
+    WithLockError,
 };
 pub use guard::Guard;
+pub use watchdog::{KeepAlive, WatchdogStats, RENEWAL_TIME_ALLOWANCE};
+pub use with_lock::LockHandle;
