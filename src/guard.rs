@@ -16,9 +16,9 @@ use crate::core::{quorum, Decision, Tally};
 use crate::error::{ExtendError, NodeErrorKind, ReleaseError, Released};
 use crate::ops::LockOps;
 
-/// How much earlier than the end of validity `lost()` wakes: timers fire up to a tick late, and the
-/// signal must never be.
-const LOST_TIMER_LEAD: Duration = Duration::from_millis(2);
+/// How much earlier than the end of validity the lock counts as lost (`is_lost()`, `lost()`):
+/// timers fire up to a tick late, and the signal must never be.
+const LOST_TIMER_LEAD: Duration = Duration::from_millis(5);
 
 /// What the holder knows about its lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,7 +250,7 @@ impl Held {
     /// Whether the lock is known lost or its validity ran out.
     pub(crate) fn is_lost(&self) -> bool {
         let status = *self.status.borrow();
-        status.lost || Instant::now() >= status.valid_until
+        status.lost || Instant::now() + LOST_TIMER_LEAD >= status.valid_until
     }
 
     /// Waits until the lock is known lost or its last confirmed validity ends.

@@ -272,7 +272,9 @@ impl Shared {
                 return false;
             }
             if !renewal::is_due(entry.next_due, entry.interval, now) {
-                let at = renewal::due_from(entry.next_due, entry.interval);
+                // Wake when the first lock is due (not early): the tick then takes every lock due
+                // within the slack along, which is what merges the ticks of many locks.
+                let at = entry.next_due;
                 wake = Some(wake.map_or(at, |w| w.min(at)));
                 return true;
             }

@@ -2,10 +2,11 @@
 //! so that renewals of many locks fall into the same tick, what TTL a capped hold renews to, and
 //! what a failed renewal round means.
 //!
-//! Renewing a lock early is always safe (it only moves its expiry later), so a lock is due once its
-//! next renewal time is within a third of its interval. Locks renewed in the same tick get the same
-//! next renewal time, so after one round the ticks of all locks with the same interval converge: a
-//! tick renews many locks at once, and at most two ticks fall in any one interval.
+//! Renewing a lock early is always safe (it only moves its expiry later). A tick happens when the
+//! first lock is due, and renews along with it every lock due within a third of its interval. Locks
+//! renewed in the same tick get the same next renewal time, so the ticks of all locks with the same
+//! interval converge: a tick renews many locks at once, and at most three ticks fall in any one
+//! interval however many locks are held.
 
 use std::time::{Duration, Instant};
 
@@ -33,11 +34,6 @@ pub fn early_slack(interval: Duration) -> Duration {
 pub fn is_due(next_due: Instant, interval: Duration, now: Instant) -> bool {
     now.checked_add(early_slack(interval))
         .is_none_or(|horizon| horizon >= next_due)
-}
-
-/// The earliest instant a lock whose next renewal is at `next_due` becomes due.
-pub fn due_from(next_due: Instant, interval: Duration) -> Instant {
-    next_due.checked_sub(early_slack(interval)).unwrap_or(next_due)
 }
 
 /// The TTL to renew to at `now`: the lock's TTL, cut so the hold ends at `hold_until` when a cap is
@@ -121,7 +117,6 @@ mod tests {
         assert!(is_due(t0, interval, t0));
         assert!(is_due(t0 + Duration::from_millis(300), interval, t0));
         assert!(!is_due(t0 + Duration::from_millis(301), interval, t0));
-        assert_eq!(due_from(t0 + interval, interval), t0 + Duration::from_millis(600));
     }
 
     #[test]
