@@ -16,12 +16,14 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use rand::TryRngCore;
 use tracing::{debug, field, instrument, warn, Span};
 
+use crate::coalesce::LocalQueue;
 use crate::config::{Config, QuorlockBuilder, MAX_TTL, RELEASE_CHANNEL_PREFIX};
 use crate::core::{quorum, Decision, Failure, Tally, Timing, Vote};
 use crate::error::{AcquireError, BuildError, InputError, NodeErrorKind, NodeFailure};
 use crate::guard::Guard;
 use crate::node::{Found, Node};
 use crate::ops::{LockOps, PlainLock};
+use crate::wait::Waits;
 use crate::watchdog::Watchdog;
 
 /// A handle to N independent Redis masters that hands out locks decided by majority.
@@ -39,6 +41,10 @@ pub(crate) struct Inner {
     pub(crate) config: Config,
     /// The renewal scheduler of every kept-alive guard.
     pub(crate) watchdog: Watchdog,
+    /// The release listeners of blocked acquires.
+    pub(crate) waits: Waits,
+    /// The local turns of this process's waiters, per key.
+    pub(crate) queue: LocalQueue,
 }
 
 /// The outcome of releasing one key on a set of masters.
@@ -103,9 +109,11 @@ impl Quorlock {
         }
         Ok(Self {
             inner: Arc::new(Inner {
+                waits: Waits::new(&nodes),
                 nodes,
                 config,
                 watchdog: Watchdog::new(),
+                queue: LocalQueue::default(),
             }),
         })
     }
@@ -125,45 +133,23 @@ impl Quorlock {
         quorum(self.inner.nodes.len())
     }
 
-    /// Acquires `resource` for `ttl`, retrying with jitter until the attempt count or the wait
-    /// deadline runs out.
+    /// Acquires `resource` for `ttl`, waiting until the attempt count or the wait deadline runs
+    /// out.
+    ///
+    /// While another holder has it, the wait ends as soon as the holder releases (announced on
+    /// the resource's release channel) or the key expires on a majority; other tasks of this
+    /// process waiting for the same resource queue behind this one. See the builder's
+    /// `wake_on_release` and `local_queue`.
     ///
     /// # Errors
     /// [`AcquireError::Input`] for a bad resource name or TTL (nothing is sent);
     /// [`AcquireError::Exhausted`] when every attempt failed, carrying the last round's failure;
+    /// [`AcquireError::Queued`] when the deadline passed behind other tasks of this process;
     /// a non-retryable round failure (authentication, wrong key type) is returned at once.
     #[instrument(skip_all, fields(resource = %resource, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
     pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
         let timing = self.inner.check(resource, ttl)?;
-        let plan = self.inner.config.retry;
-        let started = Instant::now();
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            Span::current().record("attempt", attempts);
-            let err = match self.inner.round(resource, timing).await {
-                Ok(guard) => return Ok(guard),
-                Err(err) => err,
-            };
-            if !err.is_retryable() {
-                return Err(err);
-            }
-            let delay = self.inner.config.backoff.jitter(&mut rand::rng());
-            match plan.next_delay(attempts, started.elapsed(), delay) {
-                Some(delay) => {
-                    debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying");
-                    tokio::time::sleep(delay).await;
-                }
-                None => {
-                    return Err(AcquireError::Exhausted {
-                        resource: resource.to_owned(),
-                        attempts,
-                        waited: started.elapsed(),
-                        last: Box::new(err),
-                    })
-                }
-            }
-        }
+        self.inner.acquire_waiting(resource, timing).await
     }
 
     /// Makes exactly one round for `resource`, with no retries.
@@ -216,7 +202,11 @@ impl Inner {
     }
 
     /// One acquire round: fan out, decide, and on failure release everywhere.
-    async fn round(self: &Arc<Self>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
+    pub(crate) async fn round(
+        self: &Arc<Self>,
+        resource: &str,
+        timing: Timing,
+    ) -> Result<Guard, AcquireError> {
         let key = self.key(resource);
         let token = new_token()?;
         let mut cmd = redis::cmd("SET");

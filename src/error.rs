@@ -227,6 +227,15 @@ pub enum AcquireError {
         /// The last round's failure.
         last: Box<AcquireError>,
     },
+    /// The wait deadline passed while queued behind other tasks of this process that hold or wait
+    /// for the same resource.
+    #[error("gave up on {resource:?} after {waited:?} queued behind other tasks of this process holding or waiting for it")]
+    Queued {
+        /// The resource asked for.
+        resource: String,
+        /// How long acquire waited.
+        waited: Duration,
+    },
     /// The operating system's random number generator failed to produce a token.
     #[error("could not draw a random token from the OS: {0}")]
     Rng(String),
@@ -239,7 +248,9 @@ impl AcquireError {
             AcquireError::NoQuorum { failures, .. } => !failures
                 .iter()
                 .any(|f| matches!(f.kind, NodeErrorKind::Auth(_) | NodeErrorKind::WrongType)),
-            AcquireError::TooSlow { .. } | AcquireError::Exhausted { .. } => true,
+            AcquireError::TooSlow { .. } | AcquireError::Exhausted { .. } | AcquireError::Queued { .. } => {
+                true
+            }
             AcquireError::Input(_) | AcquireError::Rng(_) => false,
         }
     }
@@ -249,6 +260,7 @@ impl AcquireError {
         match self {
             AcquireError::NoQuorum { failures, .. } => failures.iter().any(|f| f.kind.is_contention()),
             AcquireError::Exhausted { last, .. } => last.is_contended(),
+            AcquireError::Queued { .. } => true,
             _ => false,
         }
     }

@@ -11,6 +11,7 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::watch;
 use tracing::{field, instrument, Span};
 
+use crate::coalesce::Turn;
 use crate::coordinator::{spawn_release, ttl_millis, Inner};
 use crate::core::{quorum, Decision, Tally};
 use crate::error::{ExtendError, NodeErrorKind, ReleaseError, Released};
@@ -45,6 +46,8 @@ pub(crate) struct Held {
     /// with confirmed rounds.
     pub(crate) extend_lock: tokio::sync::Mutex<()>,
     released: Mutex<bool>,
+    /// This task's turn in the process's local queue for the key, held until the release is done.
+    turn: Mutex<Option<Turn>>,
 }
 
 /// A lock held on a majority of masters. Release it with [`Guard::release`].
@@ -79,6 +82,7 @@ impl Guard {
                 status,
                 extend_lock: tokio::sync::Mutex::new(()),
                 released: Mutex::new(false),
+                turn: Mutex::new(None),
             }),
         }
     }
@@ -207,6 +211,8 @@ impl Guard {
         std::mem::forget(net);
         drop(self);
         held.mark_lost();
+        // The key is free on the masters: the next waiter of this process may go.
+        drop(held.take_turn());
         Span::current().record("held", out.held);
         let masters = held.inner.nodes.len();
         let required = quorum(masters);
@@ -293,9 +299,29 @@ impl Held {
         *self.released.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Keeps this process's turn for the key until the lock is released.
+    pub(crate) fn hold_turn(&self, turn: Turn) {
+        *self.turn.lock().unwrap_or_else(PoisonError::into_inner) = Some(turn);
+    }
+
+    fn take_turn(&self) -> Option<Turn> {
+        self.turn.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
     fn release_in_background(self: &Arc<Self>) {
-        let all = (0..self.inner.nodes.len()).collect();
-        spawn_release(Arc::clone(&self.inner), Arc::clone(&self.ops), all);
+        let all: Vec<usize> = (0..self.inner.nodes.len()).collect();
+        let turn = self.take_turn();
+        match (turn, tokio::runtime::Handle::try_current()) {
+            // Pass the turn on only once the key is free, so the next waiter's first try succeeds.
+            (Some(turn), Ok(runtime)) => {
+                let (inner, ops) = (Arc::clone(&self.inner), Arc::clone(&self.ops));
+                runtime.spawn(async move {
+                    inner.release_on(ops.as_ref(), &all).await;
+                    drop(turn);
+                });
+            }
+            _ => spawn_release(Arc::clone(&self.inner), Arc::clone(&self.ops), all),
+        }
     }
 }
 

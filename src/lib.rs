@@ -25,6 +25,9 @@
 //!   retries, and cancel safety.
 //! - [`Guard`] (`guard`): a held lock's validity, extend, release, and release on drop.
 //! - `ops`: the extend and release commands each kind of lock supplies.
+//! - `wait`: blocking waits woken by the holder's release announcement (one pub/sub connection
+//!   per master, shared by the process), with a fallback timer at the key's expiry.
+//! - `coalesce`: the local queue that lets one waiter per resource and process contend remotely.
 //! - `watchdog`: one renewal scheduler per [`Quorlock`] that keeps guards alive ([`KeepAlive`]),
 //!   batching the renewals of all held locks into one pipeline per master per tick.
 //! - `with_lock`: [`Quorlock::with_lock`], work run under a kept-alive lock and cancelled if it is
@@ -42,6 +45,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod coalesce;
 pub mod config;
 mod coordinator;
 pub mod core;
@@ -49,6 +53,7 @@ pub mod error;
 mod guard;
 mod node;
 mod ops;
+mod wait;
 mod watchdog;
 mod with_lock;
 
@@ -59,5 +64,6 @@ pub use error::{
     WithLockError,
 };
 pub use guard::Guard;
+pub use wait::{MAX_FALLBACK_WAIT, PUBSUB_RECONNECT_DELAY};
 pub use watchdog::{KeepAlive, WatchdogStats, RENEWAL_TIME_ALLOWANCE};
 pub use with_lock::LockHandle;
