@@ -14,8 +14,9 @@
 //!    PTTL, read from the masters: a holder that crashed never announces), whichever comes first,
 //!    all within the wait deadline, and tries again.
 //!
-//! The announcements of one release (one per master) wake one waiter once, so many waiters do not
-//! stampede. When no master accepts the subscription, the wait falls back to jittered polling with
+//! The announcements of one release (one per master) wake one waiter once, when a majority of the
+//! masters this process listens to has announced it (so the retry finds the key free on a
+//! majority rather than racing the release on the slower masters); many waiters do not stampede. When no master accepts the subscription, the wait falls back to jittered polling with
 //! the configured retry delay, with a warning.
 
 use std::collections::HashMap;
@@ -91,8 +92,8 @@ impl Drop for Live {
 struct Channel {
     name: String,
     wake: Notify,
-    /// The last release token announced, so the copies from the other masters wake nobody.
-    last: Mutex<Option<String>>,
+    /// The last release token announced and on how many masters, so one release wakes once.
+    last: Mutex<Option<(String, usize)>>,
     /// Per master, the connection generation this channel is subscribed on (0: none).
     subscribed: Mutex<Vec<u64>>,
 }
@@ -165,15 +166,26 @@ impl Hub {
         let Some(channel) = self.channels().get(name).cloned() else {
             return;
         };
-        let token: Option<String> = msg.get_payload().ok();
+        let token: String = msg.get_payload().unwrap_or_default();
+        let listening = lock(&channel.subscribed).iter().filter(|g| **g != 0).count();
+        let needed = quorum(self.masters.len()).min(listening).max(1);
         {
             let mut last = lock(&channel.last);
-            if token.is_some() && *last == token {
+            let seen = match last.as_mut() {
+                Some((t, n)) if *t == token => {
+                    *n += 1;
+                    *n
+                }
+                _ => {
+                    *last = Some((token, 1));
+                    1
+                }
+            };
+            if seen != needed {
                 return;
             }
-            *last = token;
         }
-        debug!(channel = name, "release announced");
+        debug!(channel = name, "release announced by a majority");
         // One waiter per release: the rest wait for the next one (or their fallback).
         channel.wake.notify_one();
     }
@@ -230,19 +242,30 @@ impl Master {
         let weak: Weak<Hub> = Arc::downgrade(hub);
         let flag = Arc::clone(&alive);
         let index = self.index;
+        let generation = hub.generations.fetch_add(1, Ordering::Relaxed);
         let reader = tokio::spawn(async move {
             while let Some(msg) = stream.next().await {
                 match weak.upgrade() {
                     Some(hub) => hub.deliver(&msg),
-                    None => break,
+                    None => return,
                 }
             }
             flag.store(false, Ordering::Release);
             debug!(node = index, "pub/sub connection closed");
+            // Nothing more comes from this master until it is subscribed again.
+            if let Some(hub) = weak.upgrade() {
+                for channel in hub.channels().values() {
+                    if let Some(g) = lock(&channel.subscribed).get_mut(index) {
+                        if *g == generation {
+                            *g = 0;
+                        }
+                    }
+                }
+            }
         });
         Ok(Live {
             sink,
-            generation: hub.generations.fetch_add(1, Ordering::Relaxed),
+            generation,
             alive,
             reader: reader.abort_handle(),
         })

@@ -15,7 +15,10 @@
 //! confirmed validity.
 //!
 //! Renewals travel on a second connection per master, opened lazily, so a large renewal pipeline
-//! never queues in front of acquires and releases.
+//! never queues in front of acquires and releases. Script renewals go out as `EVALSHA`, with the
+//! scripts' `SCRIPT LOAD` at the head of the same pipeline: a tick carries each script's source
+//! once instead of once per lock, and a master that lost its script cache (a restart) still finds
+//! the script loaded before the first renewal that needs it.
 
 use std::collections::hash_map::Entry as Slot;
 use std::collections::HashMap;
@@ -25,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::Value;
+use redis::{Arg, Cmd, Value};
 use tokio::sync::Notify;
 use tracing::{debug, warn};
 
@@ -37,7 +40,9 @@ use crate::guard::{Guard, Held};
 use crate::node::classify;
 
 /// How much time each renewal adds to the bound on a tick's pipeline, on top of the node timeout:
-/// 20 µs, so 10,000 renewals may take 200 ms more than a single command.
+/// 20 µs, so 10,000 renewals may take 200 ms more than a single command. The bound is raised to
+/// the shortest validity left among the tick's locks when that is longer: a reply later than that
+/// is useless, one earlier still renews.
 pub const RENEWAL_TIME_ALLOWANCE: Duration = Duration::from_micros(20);
 
 /// How a guard is kept alive. Start from [`KeepAlive::default`].
@@ -332,6 +337,7 @@ impl Drop for Running {
 async fn run(shared: Arc<Shared>, inner: Weak<Inner>) {
     let _running = Running(Arc::clone(&shared));
     let mut conns: Vec<Option<ConnectionManager>> = Vec::new();
+    let mut scripts = Scripts::default();
     loop {
         let (due, wake) = shared.take_due(Instant::now());
         if due.is_empty() {
@@ -352,7 +358,7 @@ async fn run(shared: Arc<Shared>, inner: Weak<Inner>) {
         let Some(inner) = inner.upgrade() else {
             return;
         };
-        let outcomes = renew(&inner, &mut conns, &due).await;
+        let outcomes = renew(&inner, &mut conns, &mut scripts, &due).await;
         shared.apply(&due, &outcomes, inner.config.node_timeout);
     }
 }
@@ -380,15 +386,21 @@ fn connections(inner: &Inner, conns: &mut Vec<Option<ConnectionManager>>) {
 
 /// One tick: renews every due lock with one pipeline per master, and updates each lock's status as
 /// soon as its majority is known.
-async fn renew(inner: &Inner, conns: &mut Vec<Option<ConnectionManager>>, due: &[Due]) -> Vec<Outcome> {
+async fn renew(
+    inner: &Inner,
+    conns: &mut Vec<Option<ConnectionManager>>,
+    scripts: &mut Scripts,
+    due: &[Due],
+) -> Vec<Outcome> {
     let started = Instant::now();
     let masters = inner.nodes.len();
     let mut outcomes = vec![Outcome::Busy; due.len()];
     // A lock being extended by hand is skipped this tick: two rounds at once could leave its
     // validity describing the older one.
     let serials: Vec<_> = due.iter().map(|d| d.held.extend_lock.try_lock().ok()).collect();
-    let mut pipe = redis::pipe();
+    let mut cmds = Vec::new();
     let mut rounds = Vec::new();
+    let mut earliest: Option<Instant> = None;
     for (i, (d, serial)) in due.iter().zip(&serials).enumerate() {
         if serial.is_none() {
             continue;
@@ -399,7 +411,9 @@ async fn renew(inner: &Inner, conns: &mut Vec<Option<ConnectionManager>>, due: &
         }
         match inner.check_ttl(d.ttl) {
             Ok(timing) => {
-                pipe.add_command(d.held.ops.extend_cmd(ttl_millis(d.ttl)));
+                cmds.push(scripts.by_sha(d.held.ops.extend_cmd(ttl_millis(d.ttl))));
+                let valid_until = d.held.status.borrow().valid_until;
+                earliest = Some(earliest.map_or(valid_until, |e| e.min(valid_until)));
                 rounds.push(Round {
                     due: i,
                     tally: Tally::new(masters, timing, started),
@@ -418,20 +432,32 @@ async fn renew(inner: &Inner, conns: &mut Vec<Option<ConnectionManager>>, due: &
     }
     connections(inner, conns);
     let count = rounds.len();
+    let mut pipe = redis::pipe();
+    let loads = scripts.loads();
+    let skip = loads.len();
+    for load in loads {
+        pipe.add_command(load);
+    }
+    for cmd in cmds {
+        pipe.add_command(cmd);
+    }
     let timeout = inner
         .config
         .node_timeout
-        .saturating_add(RENEWAL_TIME_ALLOWANCE.saturating_mul(u32::try_from(count).unwrap_or(u32::MAX)));
+        .saturating_add(RENEWAL_TIME_ALLOWANCE.saturating_mul(u32::try_from(count).unwrap_or(u32::MAX)))
+        .max(earliest.map_or(Duration::ZERO, |e| e.saturating_duration_since(started)));
     let pipe = &pipe;
     let mut pending: FuturesUnordered<_> = conns
         .iter()
         .enumerate()
         .map(|(node, conn)| {
             let conn = conn.clone();
-            async move { (node, send(conn, pipe, count, timeout).await) }
+            async move { (node, send(conn, pipe, skip, count, timeout).await) }
         })
         .collect();
+    let mut answered = 0;
     while let Some((node, reply)) = pending.next().await {
+        answered += 1;
         let now = Instant::now();
         match reply {
             Ok(values) if values.len() == count => {
@@ -468,7 +494,14 @@ async fn renew(inner: &Inner, conns: &mut Vec<Option<ConnectionManager>>, due: &
                 }
             }
         }
+        // Once every lock is decided, a straggling master cannot change anything: stop waiting.
+        if rounds.iter().all(|r| r.tally.decision().is_final()) {
+            break;
+        }
     }
+    drop(pending);
+    // Masters that did not answer yet might still hold our token: a failed round may be retried.
+    let silent = masters.saturating_sub(answered);
     let now = Instant::now();
     let mut lost = 0u64;
     for round in rounds.iter_mut() {
@@ -478,7 +511,7 @@ async fn renew(inner: &Inner, conns: &mut Vec<Option<ConnectionManager>>, due: &
         outcomes[round.due] = if round.applied {
             Outcome::Renewed { started }
         } else {
-            match renewal::verdict(masters, round.yes, round.unreachable, round.conflict) {
+            match renewal::verdict(masters, round.yes, round.unreachable + silent, round.conflict) {
                 Verdict::Retry => {
                     debug!(resource = %held.resource, yes = round.yes, unreachable = round.unreachable, "renewal short of a majority; retrying");
                     Outcome::Retry
@@ -526,19 +559,89 @@ impl Round {
     }
 }
 
-/// Sends a tick's pipeline to one master, bounded by `timeout`.
+/// Sends a tick's pipeline to one master, bounded by `timeout`; the first `skip` replies (script
+/// loads) are not returned.
 async fn send(
     conn: Option<ConnectionManager>,
     pipe: &redis::Pipeline,
+    skip: usize,
     count: usize,
     timeout: Duration,
 ) -> Result<Vec<Value>, NodeErrorKind> {
     let Some(mut conn) = conn else {
         return Err(NodeErrorKind::Connection("no renewal connection".to_owned()));
     };
-    match tokio::time::timeout(timeout, conn.send_packed_commands(pipe, 0, count)).await {
+    match tokio::time::timeout(timeout, conn.send_packed_commands(pipe, skip, count)).await {
         Ok(Ok(values)) => Ok(values),
         Ok(Err(err)) => Err(classify(&err)),
         Err(_) => Err(NodeErrorKind::Timeout),
+    }
+}
+
+/// The scripts seen in renewal commands, by source, with their SHA1.
+#[derive(Default)]
+struct Scripts {
+    known: Vec<(Vec<u8>, String)>,
+    /// Indexes into `known` used by the tick being built.
+    used: Vec<usize>,
+}
+
+impl Scripts {
+    /// Rewrites `EVAL source ...` as `EVALSHA sha ...`; any other command is returned unchanged.
+    fn by_sha(&mut self, cmd: Cmd) -> Cmd {
+        self.rewrite(&cmd).unwrap_or(cmd)
+    }
+
+    fn rewrite(&mut self, cmd: &Cmd) -> Option<Cmd> {
+        let mut args = cmd.args_iter();
+        let (Some(Arg::Simple(name)), Some(Arg::Simple(source))) = (args.next(), args.next()) else {
+            return None;
+        };
+        if !name.eq_ignore_ascii_case(b"EVAL") {
+            return None;
+        }
+        let index = match self
+            .known
+            .iter()
+            .position(|(known, _)| known.as_slice() == source)
+        {
+            Some(index) => index,
+            None => {
+                let text = std::str::from_utf8(source).ok()?;
+                let sha = redis::Script::new(text).get_hash().to_owned();
+                self.known.push((source.to_vec(), sha));
+                self.known.len() - 1
+            }
+        };
+        let mut out = redis::cmd("EVALSHA");
+        out.arg(self.known.get(index)?.1.as_str());
+        for arg in args {
+            match arg {
+                Arg::Simple(bytes) => {
+                    out.arg(bytes);
+                }
+                _ => return None,
+            }
+        }
+        if !self.used.contains(&index) {
+            self.used.push(index);
+        }
+        Some(out)
+    }
+
+    /// `SCRIPT LOAD` of every script the tick uses, to lead its pipeline; resets the tick's list.
+    fn loads(&mut self) -> Vec<Cmd> {
+        let loads = self
+            .used
+            .iter()
+            .filter_map(|i| self.known.get(*i))
+            .map(|(source, _)| {
+                let mut load = redis::cmd("SCRIPT");
+                load.arg("LOAD").arg(source.as_slice());
+                load
+            })
+            .collect();
+        self.used.clear();
+        loads
     }
 }

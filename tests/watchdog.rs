@@ -256,3 +256,27 @@ async fn renewals_of_many_locks_share_one_pipeline_per_master_per_tick() {
         guard.release().await.expect("release");
     }
 }
+
+#[tokio::test]
+async fn renewals_survive_a_flushed_script_cache() {
+    let c = cluster(3).await;
+    let locks = locks(&c).await;
+    let guard = locks.acquire("flushed", TTL).await.expect("acquire");
+    guard.keep_alive();
+    let started = Instant::now();
+    while started.elapsed() < TTL * 3 {
+        // As after a master restart: the scripts the renewals run are gone.
+        for i in 0..3 {
+            let mut conn = c.client(i).await.expect("connect");
+            let _: () = redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query_async(&mut conn)
+                .await
+                .expect("SCRIPT FLUSH");
+        }
+        tokio::time::sleep(TTL / 6).await;
+        assert!(!guard.is_lost(), "lost after {:?}", started.elapsed());
+    }
+    assert!(locks.watchdog_stats().ticks >= 3);
+    assert_eq!(guard.release().await.expect("release").held, 3);
+}
