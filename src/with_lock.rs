@@ -83,6 +83,22 @@ impl Quorlock {
     /// masters were unreachable is only logged: the work finished while the lock was known held,
     /// and the leftover keys expire with their TTL.
     ///
+    /// ```no_run
+    /// # async fn run(locks: quorlock::Quorlock) -> Result<(), quorlock::WithLockError> {
+    /// use std::time::Duration;
+    ///
+    /// let rows = locks
+    ///     .with_lock("reports:daily", Duration::from_secs(30), |lock| async move {
+    ///         // Work of any length: the lock is renewed every 10 s while this runs, and this
+    ///         // future is dropped if the lock is lost.
+    ///         assert!(!lock.is_lost());
+    ///         1234
+    ///     })
+    ///     .await?;
+    /// # let _ = rows;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`WithLockError::Acquire`] when the lock was not acquired (the work never ran);
     /// [`WithLockError::LockLost`] when it was lost during the work (the work was cancelled);

@@ -225,7 +225,8 @@ async fn a_hold_cap_lets_the_lock_expire_at_the_cap() {
     let held = started.elapsed();
     // Renewed past its first TTL, and not past the cap.
     assert!(held > TTL, "held {held:?}");
-    assert!(held <= cap, "held {held:?}");
+    // The last renewal was cut to end at the cap; the margin only absorbs a loaded scheduler.
+    assert!(held <= cap + Duration::from_millis(100), "held {held:?}");
     assert!(
         eventually(Duration::from_secs(2), || async {
             holders(&c, &[0, 1, 2], "capped").await == 0
@@ -238,19 +239,26 @@ async fn a_hold_cap_lets_the_lock_expire_at_the_cap() {
 async fn renewals_of_many_locks_share_one_pipeline_per_master_per_tick() {
     let c = cluster(3).await;
     let locks = locks(&c).await;
+    let ttl = Duration::from_millis(1500);
     let mut guards = Vec::new();
     for i in 0..200 {
-        let guard = locks.acquire(&format!("many:{i}"), TTL).await.expect("acquire");
+        let guard = locks.acquire(&format!("many:{i}"), ttl).await.expect("acquire");
         guard.keep_alive();
         guards.push(guard);
     }
-    tokio::time::sleep(TTL * 3).await;
+    let before = locks.watchdog_stats();
+    // Six renewal intervals.
+    tokio::time::sleep(ttl * 2).await;
     assert!(guards.iter().all(|g| !g.is_lost()));
     let stats = locks.watchdog_stats();
     assert_eq!(stats.watched, 200);
+    let (renewals, ticks) = (stats.renewals - before.renewals, stats.ticks - before.ticks);
     // Every lock was renewed several times, in far fewer ticks than renewals.
-    assert!(stats.renewals >= 200 * 4, "{stats:?}");
-    assert!(stats.ticks * 20 <= stats.renewals, "{stats:?}");
+    assert!(renewals >= 200 * 3, "{renewals} renewals: {stats:?}");
+    assert!(
+        ticks * 20 <= renewals,
+        "{ticks} ticks for {renewals} renewals: {stats:?}"
+    );
     assert!(stats.pipelines <= stats.ticks * 3, "{stats:?}");
     for guard in guards {
         guard.release().await.expect("release");
