@@ -16,12 +16,15 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use rand::TryRngCore;
 use tracing::{debug, field, instrument, warn, Span};
 
+use crate::coalesce::LocalQueue;
 use crate::config::{Config, QuorlockBuilder, MAX_TTL, RELEASE_CHANNEL_PREFIX};
 use crate::core::{quorum, Decision, Failure, Tally, Timing, Vote};
 use crate::error::{AcquireError, BuildError, InputError, NodeErrorKind, NodeFailure};
 use crate::guard::Guard;
 use crate::node::{Found, Node};
 use crate::ops::{LockOps, PlainLock};
+use crate::wait::Waits;
+use crate::watchdog::Watchdog;
 
 /// A handle to N independent Redis masters that hands out locks decided by majority.
 ///
@@ -36,6 +39,12 @@ pub struct Quorlock {
 pub(crate) struct Inner {
     pub(crate) nodes: Vec<Node>,
     pub(crate) config: Config,
+    /// The renewal scheduler of every kept-alive guard.
+    pub(crate) watchdog: Watchdog,
+    /// The release listeners of blocked acquires.
+    pub(crate) waits: Waits,
+    /// The local turns of this process's waiters, per key.
+    pub(crate) queue: LocalQueue,
 }
 
 /// The outcome of releasing one key on a set of masters.
@@ -99,7 +108,13 @@ impl Quorlock {
             }
         }
         Ok(Self {
-            inner: Arc::new(Inner { nodes, config }),
+            inner: Arc::new(Inner {
+                waits: Waits::new(&nodes),
+                nodes,
+                config,
+                watchdog: Watchdog::new(),
+                queue: LocalQueue::default(),
+            }),
         })
     }
 
@@ -118,21 +133,23 @@ impl Quorlock {
         quorum(self.inner.nodes.len())
     }
 
-    /// Acquires `resource` for `ttl`, retrying with jitter until the attempt count or the wait
-    /// deadline runs out.
+    /// Acquires `resource` for `ttl`, waiting until the attempt count or the wait deadline runs
+    /// out.
+    ///
+    /// While another holder has it, the wait ends as soon as the holder releases (announced on
+    /// the resource's release channel) or the key expires on a majority; other tasks of this
+    /// process waiting for the same resource queue behind this one. See the builder's
+    /// `wake_on_release` and `local_queue`.
     ///
     /// # Errors
     /// [`AcquireError::Input`] for a bad resource name or TTL (nothing is sent);
     /// [`AcquireError::Exhausted`] when every attempt failed, carrying the last round's failure;
+    /// [`AcquireError::Queued`] when the deadline passed behind other tasks of this process;
     /// a non-retryable round failure (authentication, wrong key type) is returned at once.
     #[instrument(skip_all, fields(resource = %resource, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
     pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
         let timing = self.inner.check(resource, ttl)?;
-        self.inner
-            .retrying(resource, tokio::time::sleep, || {
-                self.inner.round(resource, timing)
-            })
-            .await
+        self.inner.acquire_waiting(resource, timing).await
     }
 
     /// Makes exactly one round for `resource`, with no retries.
@@ -185,7 +202,11 @@ impl Inner {
     }
 
     /// One acquire round: fan out, decide, and on failure release everywhere.
-    async fn round(self: &Arc<Self>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
+    pub(crate) async fn round(
+        self: &Arc<Self>,
+        resource: &str,
+        timing: Timing,
+    ) -> Result<Guard, AcquireError> {
         let key = self.key(resource);
         let token = new_token()?;
         let mut cmd = redis::cmd("SET");
@@ -286,6 +307,7 @@ impl Inner {
                     key,
                     token,
                     ops,
+                    timing.ttl(),
                     valid_until,
                 ))
             }
