@@ -21,6 +21,7 @@ use crate::core::{quorum, Decision, Failure, Tally, Timing, Vote};
 use crate::error::{AcquireError, BuildError, InputError, NodeErrorKind, NodeFailure};
 use crate::guard::Guard;
 use crate::node::{Found, Node};
+use crate::ops::{LockOps, PlainLock};
 
 /// A handle to N independent Redis masters that hands out locks decided by majority.
 ///
@@ -218,7 +219,8 @@ impl Inner {
             .arg("PX")
             .arg(ttl_millis(timing.ttl()));
         // Armed until the round is settled: dropping this future part-way releases from a task.
-        let mut cleanup = ReleaseOnDrop::new(self.clone(), key.clone(), token.clone());
+        let ops: Arc<dyn LockOps> = Arc::new(PlainLock::new(&key, &token));
+        let mut cleanup = ReleaseOnDrop::new(self.clone(), Arc::clone(&ops));
         let started = Instant::now();
         let mut tally = Tally::new(self.nodes.len(), timing, started);
         let mut pending: FuturesUnordered<_> = self
@@ -243,6 +245,7 @@ impl Inner {
                     resource.to_owned(),
                     key,
                     token,
+                    ops,
                     valid_until,
                 ))
             }
@@ -254,13 +257,13 @@ impl Inner {
                     .collect();
                 drop(pending);
                 if !in_flight.is_empty() {
-                    spawn_release(self.clone(), key.clone(), token.clone(), in_flight);
+                    spawn_release(self.clone(), Arc::clone(&ops), in_flight);
                 }
                 // Masters that answered: release now, and learn which of them hold a non-lock key.
                 let answered: Vec<usize> = (0..self.nodes.len())
                     .filter(|i| tally.vote(*i).is_some())
                     .collect();
-                let released = self.release_on(&key, &token, &answered).await;
+                let released = self.release_on(ops.as_ref(), &answered).await;
                 cleanup.disarm();
                 for found in released
                     .errors
@@ -343,15 +346,15 @@ impl Inner {
         }
     }
 
-    /// Releases `key` for `token` on the masters listed, concurrently, and counts what it found.
-    pub(crate) async fn release_on(&self, key: &str, token: &str, nodes: &[usize]) -> ReleaseTally {
-        let channel = release_channel(key);
+    /// Releases a lock on the masters listed, concurrently, and counts what it found.
+    pub(crate) async fn release_on(&self, ops: &dyn LockOps, nodes: &[usize]) -> ReleaseTally {
+        let cmd = ops.release_cmd();
         let mut pending: FuturesUnordered<_> = nodes
             .iter()
             .filter_map(|i| self.nodes.get(*i))
             .map(|node| {
-                let channel = channel.as_str();
-                async move { (node.index(), node.release(key, token, channel).await) }
+                let cmd = &cmd;
+                async move { (node.index(), node.script(cmd).await) }
             })
             .collect();
         let mut out = ReleaseTally::default();
@@ -372,10 +375,10 @@ impl Inner {
         out
     }
 
-    /// Releases `key` on every master.
-    pub(crate) async fn release_all(&self, key: &str, token: &str) -> ReleaseTally {
+    /// Releases a lock on every master.
+    pub(crate) async fn release_all(&self, ops: &dyn LockOps) -> ReleaseTally {
         let all: Vec<usize> = (0..self.nodes.len()).collect();
-        self.release_on(key, token, &all).await
+        self.release_on(ops, &all).await
     }
 
     pub(crate) fn failure(&self, node: usize, kind: NodeErrorKind) -> NodeFailure {
@@ -419,41 +422,43 @@ fn new_token() -> Result<String, AcquireError> {
     Ok(token)
 }
 
-/// Releases a key from a spawned task, when a runtime is there to run it.
-pub(crate) fn spawn_release(inner: Arc<Inner>, key: String, token: String, nodes: Vec<usize>) {
+/// Releases a lock from a spawned task, when a runtime is there to run it.
+pub(crate) fn spawn_release(inner: Arc<Inner>, ops: Arc<dyn LockOps>, nodes: Vec<usize>) {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => {
             handle.spawn(async move {
-                let out = inner.release_on(&key, &token, &nodes).await;
-                debug!(key = %key, held = out.held, errors = out.errors.len(), "background release done");
+                let out = inner.release_on(ops.as_ref(), &nodes).await;
+                debug!(lock = ?ops, held = out.held, errors = out.errors.len(), "background release done");
             });
         }
-        Err(_) => warn!(key = %key, "no async runtime to release the lock from; it expires with its TTL"),
+        Err(_) => warn!(lock = ?ops, "no async runtime to release the lock from; it expires with its TTL"),
     }
 }
 
 /// Releases everywhere on drop unless disarmed: the cancel-safety net of an acquire round.
-struct ReleaseOnDrop {
-    armed: Option<(Arc<Inner>, String, String)>,
+pub(crate) struct ReleaseOnDrop {
+    armed: Option<(Arc<Inner>, Arc<dyn LockOps>)>,
 }
 
 impl ReleaseOnDrop {
-    fn new(inner: Arc<Inner>, key: String, token: String) -> Self {
+    /// Arms the net for `ops` on every master of `inner`.
+    pub(crate) fn new(inner: Arc<Inner>, ops: Arc<dyn LockOps>) -> Self {
         Self {
-            armed: Some((inner, key, token)),
+            armed: Some((inner, ops)),
         }
     }
 
-    fn disarm(&mut self) {
+    /// The round is settled: nothing to release on drop.
+    pub(crate) fn disarm(&mut self) {
         self.armed = None;
     }
 }
 
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
-        if let Some((inner, key, token)) = self.armed.take() {
+        if let Some((inner, ops)) = self.armed.take() {
             let all = (0..inner.nodes.len()).collect();
-            spawn_release(inner, key, token, all);
+            spawn_release(inner, ops, all);
         }
     }
 }

@@ -14,6 +14,7 @@ use tracing::{field, instrument, Span};
 use crate::coordinator::{spawn_release, ttl_millis, Inner};
 use crate::core::{quorum, Decision, Tally};
 use crate::error::{ExtendError, NodeErrorKind, ReleaseError, Released};
+use crate::ops::LockOps;
 
 /// What the holder knows about its lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +32,8 @@ pub(crate) struct Held {
     pub(crate) resource: String,
     pub(crate) key: String,
     pub(crate) token: String,
+    /// How this kind of lock is extended and released.
+    pub(crate) ops: Arc<dyn LockOps>,
     pub(crate) status: watch::Sender<Status>,
     /// Serializes extends of the same guard so validity only moves with confirmed rounds.
     extend_lock: tokio::sync::Mutex<()>,
@@ -50,6 +53,7 @@ impl Guard {
         resource: String,
         key: String,
         token: String,
+        ops: Arc<dyn LockOps>,
         valid_until: Instant,
     ) -> Self {
         let (status, _) = watch::channel(Status {
@@ -62,6 +66,7 @@ impl Guard {
                 resource,
                 key,
                 token,
+                ops,
                 status,
                 extend_lock: tokio::sync::Mutex::new(()),
                 released: Mutex::new(false),
@@ -149,16 +154,21 @@ impl Guard {
                 resource: held.resource.clone(),
             });
         }
-        let ttl_ms = ttl_millis(ttl);
+        let cmd = held.ops.extend_cmd(ttl_millis(ttl));
         let started = Instant::now();
         let mut tally = Tally::new(held.inner.nodes.len(), timing, started);
         let mut pending: FuturesUnordered<_> = held
             .inner
             .nodes
             .iter()
-            .map(|node| async move {
-                let result = node.extend(&held.key, &held.token, ttl_ms).await;
-                (node.index(), result.and_then(|found| found.into_result()))
+            .map(|node| {
+                let cmd = &cmd;
+                async move {
+                    (
+                        node.index(),
+                        node.script(cmd).await.and_then(|found| found.into_result()),
+                    )
+                }
             })
             .collect();
         let mut failures = Vec::new();
@@ -201,7 +211,7 @@ impl Guard {
         held.set_released();
         // From here on, dropping this future part-way still releases from a task.
         let net = ReleaseNet(Some(Arc::clone(&held)));
-        let out = held.inner.release_all(&held.key, &held.token).await;
+        let out = held.inner.release_all(held.ops.as_ref()).await;
         std::mem::forget(net);
         drop(self);
         held.mark_lost();
@@ -261,7 +271,7 @@ impl Held {
 
     fn release_in_background(self: &Arc<Self>) {
         let all = (0..self.inner.nodes.len()).collect();
-        spawn_release(Arc::clone(&self.inner), self.key.clone(), self.token.clone(), all);
+        spawn_release(Arc::clone(&self.inner), Arc::clone(&self.ops), all);
     }
 }
 

@@ -24,6 +24,7 @@
 //! - [`Quorlock`] (`coordinator`): the fan-out, the decision, release of partial acquisitions,
 //!   retries, and cancel safety.
 //! - [`Guard`] (`guard`): a held lock's validity, extend, release, and release on drop.
+//! - `ops`: the extend and release commands each kind of lock supplies.
 //! - [`config`]: every setting with its documented default, checked once at `build()`.
 //! - [`error`]: one typed error per operation.
 //!
@@ -43,6 +44,7 @@ pub mod core;
 pub mod error;
 mod guard;
 mod node;
+mod ops;
 
 pub use config::{Config, QuorlockBuilder};
 pub use coordinator::Quorlock;
@@ -50,3 +52,8 @@ pub use error::{
     AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
 };
 pub use guard::Guard;
+
+/// The README's examples, compiled as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -11,21 +11,28 @@
 //!   the process cluster and the compose backend.
 //! - [`compose`]: [`Compose`], masters as docker compose services.
 //! - [`credentials`]: [`Credentials`] and the `redis://` URLs built from them.
+//! - [`history`]: [`History`] of lock records and fault windows on one [`RunClock`].
+//! - [`checker`]: pure verdicts over a history: overlaps, lost updates, liveness, leaks.
+//! - [`svg`]: a hand-written SVG timeline of holders per resource with faults shaded.
 //! - [`proxy`]: our own TCP proxy per (client group, master) with pass-through, latency,
 //!   blackhole and reset modes; [`ProxyGroup`] turns blackholes into partitions.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod checker;
 pub mod cluster;
 pub mod compose;
 pub mod credentials;
 pub mod error;
+pub mod history;
 pub mod proxy;
+pub mod svg;
 
 pub use backend::Backend;
 pub use cluster::{redis_server_path, Cluster, ClusterOptions, DataMode};
 pub use compose::{Compose, ComposeOptions};
 pub use credentials::Credentials;
 pub use error::HarnessError;
+pub use history::{FaultWindow, History, LockRecord, RunClock};
 pub use proxy::{Proxy, ProxyGroup, ProxyMode};

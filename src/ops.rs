@@ -1,0 +1,65 @@
+//! The commands that renew and release one held lock on a master, supplied by each lock kind.
+//!
+//! The coordinator, the guard and the watchdog only need to know how to extend and how to release a
+//! held lock; what those commands are depends on the kind of lock (a plain key, a reentrant hold
+//! count, a set of keys, a fair queue). Each kind implements [`LockOps`], so quorum counting,
+//! validity, release on drop and renewal are written once.
+
+use std::fmt;
+
+use redis::Cmd;
+
+use crate::coordinator::release_channel;
+use crate::node::{EXTEND_SCRIPT, RELEASE_SCRIPT};
+
+/// How one held lock is extended and released on a master.
+///
+/// Both commands must answer `1` when the lock was ours and the command acted on it, `0` when the
+/// lock is absent (expired), and `-1` when another holder has it.
+pub(crate) trait LockOps: Send + Sync + fmt::Debug + 'static {
+    /// The command that sets the lock's TTL to `ttl_ms` if we still hold it.
+    fn extend_cmd(&self, ttl_ms: u64) -> Cmd;
+    /// The command that releases the lock if we still hold it.
+    fn release_cmd(&self) -> Cmd;
+}
+
+/// A plain RedLock lock: one string key holding our token (interoperable with other clients).
+#[derive(Debug, Clone)]
+pub(crate) struct PlainLock {
+    key: String,
+    token: String,
+    channel: String,
+}
+
+impl PlainLock {
+    /// The plain lock of `key` for `token`.
+    pub(crate) fn new(key: &str, token: &str) -> Self {
+        Self {
+            key: key.to_owned(),
+            token: token.to_owned(),
+            channel: release_channel(key),
+        }
+    }
+}
+
+impl LockOps for PlainLock {
+    fn extend_cmd(&self, ttl_ms: u64) -> Cmd {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(EXTEND_SCRIPT)
+            .arg(1)
+            .arg(&self.key)
+            .arg(&self.token)
+            .arg(ttl_ms);
+        cmd
+    }
+
+    fn release_cmd(&self) -> Cmd {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(RELEASE_SCRIPT)
+            .arg(1)
+            .arg(&self.key)
+            .arg(&self.token)
+            .arg(&self.channel);
+        cmd
+    }
+}
