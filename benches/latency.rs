@@ -3,7 +3,10 @@
 //! It starts its own masters (N = 1, 3, 5) and, per N, alternates samples of quorlock
 //! (`try_acquire` then `release`) with samples of the floor: the same `SET key token NX PX ttl` and
 //! `DEL key` sent concurrently to all N masters over one multiplexed connection each, with no lock
-//! logic. Alternating the two keeps a noisy neighbour from favouring either side. It then pauses
+//! logic. A third contender, the "script floor", is the same with quorlock's own release command
+//! (the compare-and-delete `EVAL`) in place of `DEL`: the gap between the two floors is what the wire
+//! format costs the server, the gap above the script floor is quorlock's client logic. Alternating
+//! keeps a noisy neighbour from favouring either side. It then pauses
 //! (SIGSTOP) one and then two of the five masters and measures quorlock again, against its own
 //! healthy figure from the same run.
 //!
@@ -59,6 +62,8 @@ struct Cell {
     paused: usize,
     quorlock: Phases,
     floor: Option<Phases>,
+    /// The floor with quorlock's release script in place of `DEL`.
+    script_floor: Option<Phases>,
 }
 
 fn main() {
@@ -82,29 +87,31 @@ async fn run(args: &Args) -> Vec<Cell> {
         let mut cluster = common::masters(n).await;
         let locks = common::quorlock(&cluster).await;
         let floor = Floor::connect(&cluster, DEFAULT_NODE_TIMEOUT).await;
-        eprintln!("N = {n}: {samples} samples each of quorlock and the floor, alternating");
+        eprintln!("N = {n}: {samples} samples each of the floor, the script floor and quorlock, interleaved");
         for _ in 0..WARMUP {
             let _ = floor.once(KEY).await;
             let _ = common::quorlock_once(&locks, KEY).await;
         }
-        let (mut q, mut f) = (Vec::with_capacity(samples), Vec::with_capacity(samples));
-        let (mut q_failed, mut f_failed) = (0, 0);
+        let mut taken: [Vec<(Duration, Duration)>; 3] = Default::default();
+        let mut failed = [0usize; 3];
         for i in 0..samples {
-            // Alternate which goes first, so neither always runs right after the other.
-            let floor_first = i % 2 == 0;
-            if floor_first {
-                record(floor.once(KEY).await, &mut f, &mut f_failed);
-            }
-            record(common::quorlock_once(&locks, KEY).await, &mut q, &mut q_failed);
-            if !floor_first {
-                record(floor.once(KEY).await, &mut f, &mut f_failed);
+            // Rotate the order, so no contender always runs right after another.
+            for k in 0..3 {
+                let which = (i + k) % 3;
+                let result = match which {
+                    0 => floor.once(KEY).await,
+                    1 => floor.once_script(KEY).await,
+                    _ => common::quorlock_once(&locks, KEY).await,
+                };
+                record(result, &mut taken[which], &mut failed[which]);
             }
         }
         cells.push(Cell {
             masters: n,
             paused: 0,
-            quorlock: Phases::of(&q, q_failed),
-            floor: Some(Phases::of(&f, f_failed)),
+            quorlock: Phases::of(&taken[2], failed[2]),
+            floor: Some(Phases::of(&taken[0], failed[0])),
+            script_floor: Some(Phases::of(&taken[1], failed[1])),
         });
         if n == 5 {
             // Stop the last masters one at a time, with quorlock's connections already open.
@@ -124,6 +131,7 @@ async fn run(args: &Args) -> Vec<Cell> {
                     paused,
                     quorlock: Phases::of(&q, q_failed),
                     floor: None,
+                    script_floor: None,
                 });
             }
             for index in 3..5 {
@@ -170,6 +178,11 @@ fn report(args: &Args, cells: &[Cell]) {
                         .obj("floor", f.json())
                         .num("p50_vs_floor", ratio(c.quorlock.total.p50, f.total.p50))
                         .num("p99_vs_floor", ratio(c.quorlock.total.p99, f.total.p99));
+                }
+                if let Some(f) = &c.script_floor {
+                    row = row
+                        .obj("script_floor", f.json())
+                        .num("p50_vs_script_floor", ratio(c.quorlock.total.p50, f.total.p50));
                 }
                 if let (Some(h), true) = (healthy, c.paused > 0) {
                     row = row.num("p50_vs_healthy", ratio(c.quorlock.total.p50, h.p50));
@@ -218,6 +231,10 @@ fn report(args: &Args, cells: &[Cell]) {
                 ),
                 None => format!("{} / -  ·  {} / -", show(q.acquire.p50), show(q.release.p50)),
             };
+            let script = match &c.script_floor {
+                Some(s) => format!("{} ({:.2}×)", show(s.total.p50), ratio(q.total.p50, s.total.p50)),
+                None => "-".into(),
+            };
             vec![
                 c.masters.to_string(),
                 c.paused.to_string(),
@@ -226,8 +243,12 @@ fn report(args: &Args, cells: &[Cell]) {
                 show(q.total.p50),
                 show(q.total.p99),
                 vs,
+                script,
                 phases,
-                format!("{}", q.failures + c.floor.map_or(0, |f| f.failures)),
+                format!(
+                    "{}",
+                    q.failures + c.floor.map_or(0, |f| f.failures) + c.script_floor.map_or(0, |f| f.failures)
+                ),
             ]
         })
         .collect();
@@ -246,6 +267,7 @@ fn report(args: &Args, cells: &[Cell]) {
             "quorlock p50",
             "quorlock p99",
             "quorlock p50 vs",
+            "script floor p50 (q ×)",
             "acquire p50 q/floor · release p50 q/floor",
             "failed",
         ],

@@ -359,26 +359,84 @@ impl Inner {
             .collect();
         let mut out = ReleaseTally::default();
         while let Some((node, result)) = pending.next().await {
-            match result {
-                Ok(Found::Ours) => out.held += 1,
-                Ok(other) => {
-                    if let Err(kind) = other.into_result() {
-                        out.not_held.push(self.failure(node, kind));
-                    }
-                }
-                Err(kind) => {
-                    warn!(node, addr = self.addr(node), error = %kind, "release failed on a master; its key expires with its TTL");
-                    out.errors.push(self.failure(node, kind));
-                }
-            }
+            self.count_release(node, result, &mut out);
         }
         out
     }
 
-    /// Releases a lock on every master.
-    pub(crate) async fn release_all(&self, ops: &dyn LockOps) -> ReleaseTally {
-        let all: Vec<usize> = (0..self.nodes.len()).collect();
-        self.release_on(ops, &all).await
+    /// Releases a lock on every master, and returns as soon as the outcome is certain.
+    ///
+    /// Every master that answers in time is waited for, so a healthy cluster reports exact counts.
+    /// A master whose previous command timed out (paused, blackholed) is not waited for once a
+    /// majority has confirmed the release: it is reported as timed out, and its release completes
+    /// from a spawned task, so a stalled master does not add its node timeout to every release.
+    pub(crate) async fn release_all(self: &Arc<Self>, ops: &dyn LockOps) -> ReleaseTally {
+        let cmd = Arc::new(ops.release_cmd());
+        let mut pending: FuturesUnordered<_> = (0..self.nodes.len())
+            .map(|index| {
+                let (inner, cmd) = (Arc::clone(self), Arc::clone(&cmd));
+                async move {
+                    let result = match inner.nodes.get(index) {
+                        Some(node) => node.script(&cmd).await,
+                        None => Err(NodeErrorKind::Protocol(format!("no master {index}"))),
+                    };
+                    (index, result)
+                }
+            })
+            .collect();
+        let required = quorum(self.nodes.len());
+        let mut answered = vec![false; self.nodes.len()];
+        let mut out = ReleaseTally::default();
+        while let Some((node, result)) = pending.next().await {
+            if let Some(seen) = answered.get_mut(node) {
+                *seen = true;
+            }
+            self.count_release(node, result, &mut out);
+            // Decided once a majority confirmed and only stalled masters are left to answer.
+            let rest_stalled = || {
+                let mut rest = self.nodes.iter().zip(&answered).filter(|(_, seen)| !**seen);
+                rest.all(|(node, _)| node.is_stalled())
+            };
+            if out.held < required || pending.is_empty() || !rest_stalled() {
+                continue;
+            }
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                continue;
+            };
+            for (i, _) in answered.iter().enumerate().filter(|(_, seen)| !**seen) {
+                out.errors.push(self.failure(i, NodeErrorKind::Timeout));
+            }
+            let inner = Arc::clone(self);
+            runtime.spawn(async move {
+                let mut late = ReleaseTally::default();
+                while let Some((node, result)) = pending.next().await {
+                    inner.count_release(node, result, &mut late);
+                }
+                debug!(
+                    held = late.held,
+                    errors = late.errors.len(),
+                    "release on stalled masters done"
+                );
+            });
+            break;
+        }
+        out
+    }
+
+    /// Adds one master's release reply to `out`.
+    fn count_release(&self, node: usize, result: Result<Found, NodeErrorKind>, out: &mut ReleaseTally) {
+        match result {
+            Ok(Found::Ours) => out.held += 1,
+            Ok(other) => {
+                if let Err(kind) = other.into_result() {
+                    out.not_held.push(self.failure(node, kind));
+                }
+            }
+            Err(kind) => {
+                warn!(node, addr = self.addr(node), error = %kind, "release failed on a master; its key expires with its TTL");
+                out.errors.push(self.failure(node, kind));
+            }
+        }
     }
 
     pub(crate) fn failure(&self, node: usize, kind: NodeErrorKind) -> NodeFailure {

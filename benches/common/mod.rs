@@ -15,6 +15,9 @@ use rand::RngCore;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 
+/// quorlock's compare-and-delete script, byte for byte.
+pub const RELEASE_SCRIPT: &str = include_str!("../../src/scripts/release.lua");
+
 /// The lock TTL every benchmark uses: long enough that no lock expires mid-sample.
 pub const TTL: Duration = Duration::from_secs(10);
 
@@ -163,6 +166,16 @@ impl Floor {
 
     /// One floor acquire + release; returns the two phase times. Fails unless every SET said OK.
     pub async fn once(&self, key: &str) -> Result<(Duration, Duration), String> {
+        self.once_with(key, false).await
+    }
+
+    /// The floor with quorlock's own release command (the compare-and-delete script sent as
+    /// `EVAL`) in place of `DEL`: what the wire format costs, without any client logic.
+    pub async fn once_script(&self, key: &str) -> Result<(Duration, Duration), String> {
+        self.once_with(key, true).await
+    }
+
+    async fn once_with(&self, key: &str, script: bool) -> Result<(Duration, Duration), String> {
         let token = token();
         let ttl_ms = TTL.as_millis() as u64;
         let t0 = Instant::now();
@@ -175,12 +188,23 @@ impl Floor {
         }))
         .await;
         let t1 = Instant::now();
-        let mut del = redis::cmd("DEL");
-        del.arg(key);
+        let release = if script {
+            let mut eval = redis::cmd("EVAL");
+            eval.arg(RELEASE_SCRIPT)
+                .arg(1)
+                .arg(key)
+                .arg(&token)
+                .arg(format!("quorlock:released:{key}"));
+            eval
+        } else {
+            let mut del = redis::cmd("DEL");
+            del.arg(key);
+            del
+        };
         let deleted = join_all(self.conns.iter().map(|c| {
             let mut c = c.clone();
-            let del = &del;
-            async move { c.send_packed_command(del).await }
+            let release = &release;
+            async move { c.send_packed_command(release).await }
         }))
         .await;
         let t2 = Instant::now();
@@ -192,7 +216,7 @@ impl Floor {
         }
         for reply in deleted {
             if let Err(e) = reply {
-                return Err(format!("floor DEL failed: {e}"));
+                return Err(format!("floor release failed: {e}"));
             }
         }
         Ok((t1 - t0, t2 - t1))
@@ -435,7 +459,11 @@ pub fn table(title: &str, header: &[&str], rows: &[Vec<String>]) {
     line(header.to_vec());
     println!(
         "|{}|",
-        widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("|")
+        widths
+            .iter()
+            .map(|w| "-".repeat(w + 2))
+            .collect::<Vec<_>>()
+            .join("|")
     );
     for row in rows {
         line(row.iter().map(String::as_str).collect());
