@@ -316,8 +316,13 @@ pub fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// Resident set size of this process in bytes, from `/proc/self/statm`.
+/// Resident set size of this process in bytes, from `/proc/self/statm`, after handing freed heap
+/// pages back to the OS (so that transient garbage does not count as held memory).
 pub fn rss_bytes() -> u64 {
+    // SAFETY: malloc_trim only releases free memory held by the allocator; it takes no pointers.
+    unsafe {
+        libc::malloc_trim(0);
+    }
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
     let pages: u64 = statm
         .split_whitespace()
