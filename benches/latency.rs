@@ -19,7 +19,8 @@ use std::time::Duration;
 use common::{ratio, show, Args, Floor, Json, Stats};
 use quorlock::config::DEFAULT_NODE_TIMEOUT;
 
-const USAGE: &str = "latency benchmark: cargo bench --bench latency -- [--quick] [--json] [--samples N]";
+const USAGE: &str = "latency benchmark: cargo bench --bench latency -- [--quick] [--json] [--samples N] \
+                     [--profile floor|script|quorlock]";
 /// The key every sample locks (each sample releases it before the next one).
 const KEY: &str = "bench:latency";
 /// Unmeasured rounds per contender before sampling: connections warm, allocator settled.
@@ -75,8 +76,39 @@ fn main() {
             eprintln!("cannot start the runtime: {e}");
             std::process::exit(1);
         });
+    if let Some(what) = profile_target() {
+        runtime.block_on(profile(&what, args.samples(2000, 200)));
+        return;
+    }
     let cells = runtime.block_on(run(&args));
     report(&args, &cells);
+}
+
+/// `--profile floor|script|quorlock`: only that contender, for a profiler to count.
+fn profile_target() -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == "--profile")?;
+    args.get(at + 1).cloned()
+}
+
+/// Runs `iterations` sequential acquire+release cycles of one contender on 5 masters, and nothing
+/// else, so that an instruction-counting profiler (callgrind) sees the client path alone. Run it
+/// twice with different counts: the difference divided by the difference in iterations is the
+/// cost of one cycle, free of start-up.
+async fn profile(what: &str, iterations: usize) {
+    let cluster = common::masters(5).await;
+    let locks = common::quorlock(&cluster).await;
+    let floor = Floor::connect(&cluster, DEFAULT_NODE_TIMEOUT).await;
+    let mut failed = 0;
+    for _ in 0..iterations {
+        let result = match what {
+            "floor" => floor.once(KEY).await,
+            "script" => floor.once_script(KEY).await,
+            _ => common::quorlock_once(&locks, KEY).await,
+        };
+        failed += usize::from(result.is_err());
+    }
+    eprintln!("{what}: {iterations} cycles, {failed} failed");
 }
 
 async fn run(args: &Args) -> Vec<Cell> {

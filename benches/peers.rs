@@ -27,7 +27,8 @@ use quorlock::config::DEFAULT_NODE_TIMEOUT;
 use quorlock::Quorlock;
 use quorlock_chaos::Cluster;
 
-const USAGE: &str = "peers benchmark: cargo bench --bench peers -- [--quick] [--json] [--samples N] [--seconds S] [--rows 1,2,3,4,5]";
+const USAGE: &str = "peers benchmark: cargo bench --bench peers -- [--quick] [--json] [--samples N] \
+                     [--seconds S] [--rows 1,2,3,4,5] [--only floor,quorlock,rslock,redlock (row 3)]";
 /// TTL in milliseconds, for the crates that take a number.
 const TTL_MS: usize = TTL.as_millis() as usize;
 /// Concurrent tasks in the throughput row.
@@ -362,7 +363,7 @@ async fn row3(args: &Args) -> Vec<Json> {
     let cluster = common::masters(n).await;
     let clients = Clients::new(&cluster).await;
     let mut results = Vec::new();
-    for lib in Lib::ALL {
+    for lib in Lib::ALL.into_iter().filter(|l| args.lib(l.name())) {
         eprintln!("row 3, N = {n}: {} with {TASKS} tasks for {phase:?}", lib.name());
         let done = Arc::new(AtomicUsize::new(0));
         let failed = Arc::new(AtomicUsize::new(0));

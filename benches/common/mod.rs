@@ -34,6 +34,8 @@ pub struct Args {
     pub seconds: Option<f64>,
     /// Rows to run (all when empty).
     pub rows: Vec<u32>,
+    /// Libraries to run in the throughput row (all when empty), for profiling one at a time.
+    pub only: Vec<String>,
 }
 
 impl Args {
@@ -45,6 +47,7 @@ impl Args {
             samples: None,
             seconds: None,
             rows: Vec::new(),
+            only: Vec::new(),
         };
         let mut it = std::env::args().skip(1);
         while let Some(arg) = it.next() {
@@ -58,6 +61,10 @@ impl Args {
                     let list: String = it.next().unwrap_or_default();
                     args.rows = list.split(',').map(|r| parse_or_exit(r, "--rows")).collect();
                 }
+                "--only" => {
+                    let list: String = it.next().unwrap_or_default();
+                    args.only = list.split(',').map(str::to_owned).collect();
+                }
                 "-h" | "--help" => {
                     eprintln!("{usage}");
                     std::process::exit(0);
@@ -67,6 +74,11 @@ impl Args {
             }
         }
         args
+    }
+
+    /// Whether library `name` was selected.
+    pub fn lib(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == name)
     }
 
     /// Whether row `row` was selected.
