@@ -392,7 +392,16 @@ async fn row3(args: &Args) -> Vec<Json> {
             } else {
                 tasks.push(tokio::spawn(async move {
                     while !stop.load(Ordering::Relaxed) {
-                        match clients.once(lib, &key).await {
+                        // Each library as a caller would use it: quorlock's `acquire` backs off
+                        // between failed rounds (rslock's `lock` retries on its own).
+                        let result = match lib {
+                            Lib::Quorlock => match clients.quorlock.acquire(&key, TTL).await {
+                                Ok(guard) => guard.release().await.map(drop).map_err(|e| e.to_string()),
+                                Err(e) => Err(e.to_string()),
+                            },
+                            _ => clients.once(lib, &key).await.map(drop),
+                        };
+                        match result {
                             Ok(_) => done.fetch_add(1, Ordering::Relaxed),
                             Err(_) => failed.fetch_add(1, Ordering::Relaxed),
                         };
@@ -475,7 +484,10 @@ async fn row4(args: &Args, uncontended5: Option<[Duration; 4]>) -> Vec<Json> {
     let mut cells = Vec::new();
     let mut rows = Vec::new();
     for lib in Lib::LOCKS {
-        eprintln!("row 4, N = {n}: {} with {WAITERS} waiters, {rounds} rounds", lib.name());
+        eprintln!(
+            "row 4, N = {n}: {} with {WAITERS} waiters, {rounds} rounds",
+            lib.name()
+        );
         let key = format!("bench:peers:handoff:{}", lib.name());
         let handoffs = Arc::new(Mutex::new(Vec::<Duration>::new()));
         for _ in 0..rounds {
@@ -540,7 +552,11 @@ async fn row4(args: &Args, uncontended5: Option<[Duration; 4]>) -> Vec<Json> {
             s.count.to_string(),
             show(s.p50),
             show(s.p99),
-            if vs.is_finite() { format!("{vs:.1}×") } else { "-".into() },
+            if vs.is_finite() {
+                format!("{vs:.1}×")
+            } else {
+                "-".into()
+            },
         ]);
     }
     if !args.json {
@@ -574,7 +590,9 @@ impl Turn {
                 h.push(now.saturating_sub(Duration::from_nanos(at)));
             }
         }
-        let mark = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1);
+        let mark = u64::try_from(self.base.elapsed().as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
         self.released_at.store(mark, Ordering::Release);
     }
 }
