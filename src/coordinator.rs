@@ -128,35 +128,11 @@ impl Quorlock {
     #[instrument(skip_all, fields(resource = %resource, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
     pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
         let timing = self.inner.check(resource, ttl)?;
-        let plan = self.inner.config.retry;
-        let started = Instant::now();
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            Span::current().record("attempt", attempts);
-            let err = match self.inner.round(resource, timing).await {
-                Ok(guard) => return Ok(guard),
-                Err(err) => err,
-            };
-            if !err.is_retryable() {
-                return Err(err);
-            }
-            let delay = self.inner.config.backoff.jitter(&mut rand::rng());
-            match plan.next_delay(attempts, started.elapsed(), delay) {
-                Some(delay) => {
-                    debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying");
-                    tokio::time::sleep(delay).await;
-                }
-                None => {
-                    return Err(AcquireError::Exhausted {
-                        resource: resource.to_owned(),
-                        attempts,
-                        waited: started.elapsed(),
-                        last: Box::new(err),
-                    })
-                }
-            }
-        }
+        self.inner
+            .retrying(resource, tokio::time::sleep, || {
+                self.inner.round(resource, timing)
+            })
+            .await
     }
 
     /// Makes exactly one round for `resource`, with no retries.
@@ -201,7 +177,7 @@ impl Inner {
         )?)
     }
 
-    fn check(&self, resource: &str, ttl: Duration) -> Result<Timing, InputError> {
+    pub(crate) fn check(&self, resource: &str, ttl: Duration) -> Result<Timing, InputError> {
         if resource.is_empty() {
             return Err(InputError::EmptyResource);
         }
@@ -218,15 +194,79 @@ impl Inner {
             .arg("NX")
             .arg("PX")
             .arg(ttl_millis(timing.ttl()));
-        // Armed until the round is settled: dropping this future part-way releases from a task.
         let ops: Arc<dyn LockOps> = Arc::new(PlainLock::new(&key, &token));
+        self.round_with(resource, key, token, timing, ops, |node| node.set_nx(&cmd))
+            .await
+    }
+
+    /// Makes attempts with `round` until one succeeds, one fails for good, or the retry plan runs
+    /// out; between attempts it awaits `pause` with the jittered delay (a kind may wake earlier).
+    pub(crate) async fn retrying<F, Fut, P, PFut>(
+        &self,
+        resource: &str,
+        pause: P,
+        mut round: F,
+    ) -> Result<Guard, AcquireError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Guard, AcquireError>>,
+        P: Fn(Duration) -> PFut,
+        PFut: Future<Output = ()>,
+    {
+        let plan = self.config.retry;
+        let started = Instant::now();
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            Span::current().record("attempt", attempts);
+            let err = match round().await {
+                Ok(guard) => return Ok(guard),
+                Err(err) => err,
+            };
+            if !err.is_retryable() {
+                return Err(err);
+            }
+            let delay = self.config.backoff.jitter(&mut rand::rng());
+            match plan.next_delay(attempts, started.elapsed(), delay) {
+                Some(delay) => {
+                    debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying");
+                    pause(delay).await;
+                }
+                None => {
+                    return Err(AcquireError::Exhausted {
+                        resource: resource.to_owned(),
+                        attempts,
+                        waited: started.elapsed(),
+                        last: Box::new(err),
+                    })
+                }
+            }
+        }
+    }
+
+    /// One acquire round of any kind of lock: `send` asks one master for the lock and answers `Ok`
+    /// when it granted it; `ops` releases what was taken when the round fails or is dropped.
+    pub(crate) async fn round_with<'a, F, Fut>(
+        self: &'a Arc<Self>,
+        resource: &str,
+        key: String,
+        token: String,
+        timing: Timing,
+        ops: Arc<dyn LockOps>,
+        send: F,
+    ) -> Result<Guard, AcquireError>
+    where
+        F: Fn(&'a Node) -> Fut,
+        Fut: Future<Output = Result<(), NodeErrorKind>>,
+    {
+        // Armed until the round is settled: dropping this future part-way releases from a task.
         let mut cleanup = ReleaseOnDrop::new(self.clone(), Arc::clone(&ops));
         let started = Instant::now();
         let mut tally = Tally::new(self.nodes.len(), timing, started);
         let mut pending: FuturesUnordered<_> = self
             .nodes
             .iter()
-            .map(|node| async { (node.index(), node.set_nx(&cmd).await) })
+            .map(|node| async { (node.index(), send(node).await) })
             .collect();
         let mut failures = Vec::new();
         let decision = self.decide(&mut tally, &mut pending, &mut failures).await;
@@ -350,84 +390,61 @@ impl Inner {
     }
 
     /// Releases a lock on the masters listed, concurrently, and counts what it found.
-    pub(crate) async fn release_on(&self, ops: &dyn LockOps, nodes: &[usize]) -> ReleaseTally {
-        let cmd = ops.release_cmd();
+    pub(crate) async fn release_on(self: &Arc<Self>, ops: &dyn LockOps, nodes: &[usize]) -> ReleaseTally {
+        self.release_until(ops, nodes, None).await
+    }
+
+    /// Releases a lock on every master, returning as soon as a majority confirmed the release; the
+    /// masters still in flight then finish in a background task, so a stalled master costs nothing.
+    pub(crate) async fn release_all(self: &Arc<Self>, ops: &dyn LockOps) -> ReleaseTally {
+        let all: Vec<usize> = (0..self.nodes.len()).collect();
+        self.release_until(ops, &all, Some(quorum(self.nodes.len())))
+            .await
+    }
+
+    /// Sends the release to `nodes` and counts the answers, until `enough` masters confirmed (then
+    /// the rest is left to a task) or all have answered.
+    async fn release_until(
+        self: &Arc<Self>,
+        ops: &dyn LockOps,
+        nodes: &[usize],
+        enough: Option<usize>,
+    ) -> ReleaseTally {
+        let cmd = Arc::new(ops.release_cmd());
         let mut pending: FuturesUnordered<_> = nodes
             .iter()
-            .filter_map(|i| self.nodes.get(*i))
-            .map(|node| {
-                let cmd = &cmd;
-                async move { (node.index(), node.script(cmd).await) }
-            })
-            .collect();
-        let mut out = ReleaseTally::default();
-        while let Some((node, result)) = pending.next().await {
-            self.count_release(node, result, &mut out);
-        }
-        out
-    }
-
-    /// Releases a lock on every master, and returns as soon as the outcome is certain.
-    ///
-    /// Every master that answers in time is waited for, so a healthy cluster reports exact counts.
-    /// A master whose previous command timed out (paused, blackholed) is not waited for once a
-    /// majority has confirmed the release: it is reported as timed out, and its release completes
-    /// from a spawned task, so a stalled master does not add its node timeout to every release.
-    pub(crate) async fn release_all(self: &Arc<Self>, ops: &dyn LockOps) -> ReleaseTally {
-        let cmd = Arc::new(ops.release_cmd());
-        let mut pending: FuturesUnordered<_> = (0..self.nodes.len())
-            .map(|index| {
+            .map(|&node| {
                 let (inner, cmd) = (Arc::clone(self), Arc::clone(&cmd));
                 async move {
-                    let result = match inner.nodes.get(index) {
-                        Some(node) => node.script(&cmd).await,
-                        None => Err(NodeErrorKind::Protocol(format!("no master {index}"))),
+                    let result = match inner.nodes.get(node) {
+                        Some(n) => n.script(&cmd).await,
+                        None => Err(NodeErrorKind::Protocol(format!("no master {node}"))),
                     };
-                    (index, result)
+                    (node, result)
                 }
             })
             .collect();
-        let required = quorum(self.nodes.len());
-        let mut answered = vec![false; self.nodes.len()];
         let mut out = ReleaseTally::default();
         while let Some((node, result)) = pending.next().await {
-            if let Some(seen) = answered.get_mut(node) {
-                *seen = true;
-            }
-            self.count_release(node, result, &mut out);
-            // Decided once a majority confirmed and only stalled masters are left to answer.
-            let rest_stalled = || {
-                let mut rest = self.nodes.iter().zip(&answered).filter(|(_, seen)| !**seen);
-                rest.all(|(node, _)| node.is_stalled())
-            };
-            if out.held < required || pending.is_empty() || !rest_stalled() {
-                continue;
-            }
-            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-                continue;
-            };
-            for (i, _) in answered.iter().enumerate().filter(|(_, seen)| !**seen) {
-                out.errors.push(self.failure(i, NodeErrorKind::Timeout));
-            }
-            let inner = Arc::clone(self);
-            runtime.spawn(async move {
-                let mut late = ReleaseTally::default();
-                while let Some((node, result)) = pending.next().await {
-                    inner.count_release(node, result, &mut late);
+            self.count_release(&mut out, node, result);
+            if enough.is_some_and(|enough| out.held >= enough) && !pending.is_empty() {
+                if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                    let inner = Arc::clone(self);
+                    handle.spawn(async move {
+                        let mut rest = ReleaseTally::default();
+                        while let Some((node, result)) = pending.next().await {
+                            inner.count_release(&mut rest, node, result);
+                        }
+                    });
+                    break;
                 }
-                debug!(
-                    held = late.held,
-                    errors = late.errors.len(),
-                    "release on stalled masters done"
-                );
-            });
-            break;
+            }
         }
         out
     }
 
-    /// Adds one master's release reply to `out`.
-    fn count_release(&self, node: usize, result: Result<Found, NodeErrorKind>, out: &mut ReleaseTally) {
+    /// Records one master's answer to a release.
+    fn count_release(&self, out: &mut ReleaseTally, node: usize, result: Result<Found, NodeErrorKind>) {
         match result {
             Ok(Found::Ours) => out.held += 1,
             Ok(other) => {
@@ -469,7 +486,7 @@ pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
 }
 
 /// 128 random bits from the OS, as 32 lowercase hex digits.
-fn new_token() -> Result<String, AcquireError> {
+pub(crate) fn new_token() -> Result<String, AcquireError> {
     let mut bytes = [0u8; 16];
     rand::rngs::OsRng
         .try_fill_bytes(&mut bytes)

@@ -79,9 +79,24 @@ impl Guard {
         &self.held.resource
     }
 
-    /// The key set on every master (the resource with the configured prefix).
+    /// The key set on every master (the resource with the configured prefix); for a
+    /// multi-resource lock, its keys as one label, `{key1, key2}`.
     pub fn key(&self) -> &str {
         &self.held.key
+    }
+
+    /// Every resource this lock covers: the set of a multi-resource lock, else the one resource.
+    pub fn resources(&self) -> Vec<&str> {
+        match self.held.ops.resources() {
+            Some(all) => all.iter().map(String::as_str).collect(),
+            None => vec![self.held.resource.as_str()],
+        }
+    }
+
+    /// For a reentrant lock, the owner's hold count on a majority of masters once this hold was
+    /// taken (1 for a first hold); `None` for other kinds.
+    pub fn holds(&self) -> Option<u64> {
+        self.held.ops.holds()
     }
 
     /// This holder's random token, the value stored under the key.
@@ -210,9 +225,9 @@ impl Guard {
         let held = Arc::clone(&self.held);
         held.set_released();
         // From here on, dropping this future part-way still releases from a task.
-        let net = ReleaseNet(Some(Arc::clone(&held)));
+        let mut net = ReleaseNet(Some(Arc::clone(&held)));
         let out = held.inner.release_all(held.ops.as_ref()).await;
-        std::mem::forget(net);
+        net.0 = None;
         drop(self);
         held.mark_lost();
         Span::current().record("held", out.held);

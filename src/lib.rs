@@ -25,6 +25,8 @@
 //!   retries, and cancel safety.
 //! - [`Guard`] (`guard`): a held lock's validity, extend, release, and release on drop.
 //! - `ops`: the extend and release commands each kind of lock supplies.
+//! - [`kinds`]: reentrant ([`LockOwner`]), multi-resource (all-or-nothing) and fair (FIFO,
+//!   [`Ticket`]) locks over the same quorum, each returning an ordinary [`Guard`].
 //! - [`config`]: every setting with its documented default, checked once at `build()`.
 //! - [`error`]: one typed error per operation.
 //!
@@ -43,6 +45,7 @@ mod coordinator;
 pub mod core;
 pub mod error;
 mod guard;
+pub mod kinds;
 mod node;
 mod ops;
 
@@ -52,6 +55,7 @@ pub use error::{
     AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
 };
 pub use guard::Guard;
+pub use kinds::{FairOptions, LockOwner, Ticket};
 
 /// The README's examples, compiled as doctests so the README stays true.
 #[cfg(doctest)]

@@ -16,8 +16,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -71,8 +69,6 @@ pub(crate) struct Node {
     client: Client,
     conn: ConnectionManager,
     timeout: Duration,
-    /// Set when the last command that finished here timed out; cleared by the next one that did not.
-    stalled: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for Node {
@@ -113,14 +109,7 @@ impl Node {
             client,
             conn,
             timeout,
-            stalled: Arc::new(AtomicBool::new(false)),
         })
-    }
-
-    /// Whether the last command that finished on this master timed out (a paused or blackholed
-    /// master): a release that already has its majority does not wait for such a master.
-    pub(crate) fn is_stalled(&self) -> bool {
-        self.stalled.load(Ordering::Relaxed)
     }
 
     /// The master's position in the configured list.
@@ -144,16 +133,11 @@ impl Node {
     where
         F: Future<Output = Result<T, RedisError>>,
     {
-        let result = match tokio::time::timeout(timeout, request).await {
+        match tokio::time::timeout(timeout, request).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => Err(classify(&err)),
             Err(_) => Err(NodeErrorKind::Timeout),
-        };
-        let stalled = matches!(result, Err(NodeErrorKind::Timeout));
-        if self.stalled.load(Ordering::Relaxed) != stalled {
-            self.stalled.store(stalled, Ordering::Relaxed);
         }
-        result
     }
 
     /// Sends an already built command and returns the raw reply.

@@ -21,10 +21,18 @@ pub(crate) trait LockOps: Send + Sync + fmt::Debug + 'static {
     fn extend_cmd(&self, ttl_ms: u64) -> Cmd;
     /// The command that releases the lock if we still hold it.
     fn release_cmd(&self) -> Cmd;
+    /// For a reentrant lock, the owner's hold count when this hold was taken.
+    fn holds(&self) -> Option<u64> {
+        None
+    }
+    /// For a multi-resource lock, every resource it covers.
+    fn resources(&self) -> Option<&[String]> {
+        None
+    }
 }
 
 /// A plain RedLock lock: one string key holding our token (interoperable with other clients).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct PlainLock {
     key: String,
     token: String,
@@ -39,6 +47,15 @@ impl PlainLock {
             token: token.to_owned(),
             channel: release_channel(key),
         }
+    }
+}
+
+impl fmt::Debug for PlainLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The token stays out of logs: whoever has it can release the lock.
+        f.debug_struct("PlainLock")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
     }
 }
 
