@@ -379,6 +379,9 @@ impl Inner {
         F: Future<Output = (usize, Result<(), NodeErrorKind>)>,
     {
         let deadline = tokio::time::Instant::from_std(tally.deadline());
+        // One timer for the whole round, not one per reply.
+        let time_decides = tokio::time::sleep_until(deadline);
+        tokio::pin!(time_decides);
         loop {
             let decision = tokio::select! {
                 biased;
@@ -400,7 +403,7 @@ impl Inner {
                         decided => decided,
                     },
                 },
-                () = tokio::time::sleep_until(deadline) => tally.poll(Instant::now()),
+                () = &mut time_decides => tally.poll(Instant::now()),
             };
             if decision.is_final() {
                 return decision;

@@ -95,9 +95,11 @@ impl Node {
         };
         let client = Client::open(url).map_err(|e| invalid(describe(&e)))?;
         let addr = client.get_connection_info().addr().to_string();
+        // No response timeout inside redis-rs: `bounded` already puts the node timeout on every
+        // command, and a second timer per command would only cost.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(timeout))
+            .set_response_timeout(None)
             .set_number_of_retries(0);
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
             .map_err(|e| invalid(describe(&e)))?;
