@@ -182,6 +182,9 @@ pub enum InputError {
         /// The TTL asked for.
         ttl: Duration,
     },
+    /// The lock token given to release by token is empty.
+    #[error("the lock token must not be empty")]
+    EmptyToken,
 }
 
 /// Why a lock was not acquired.
@@ -324,6 +327,9 @@ pub struct Released {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReleaseError {
+    /// The resource name or token was refused before anything was sent.
+    #[error(transparent)]
+    Input(#[from] InputError),
     /// Fewer than a majority of masters still held our token: the lock had expired, and another holder
     /// may have held it in the meantime.
     #[error("the lock on {resource:?} had expired (held on {held} of {masters} masters, {required} needed); the protected data may have been touched by another holder{}", list(.failures))]

@@ -25,6 +25,8 @@
 //!   retries, and cancel safety.
 //! - [`Guard`] (`guard`): a held lock's validity, extend, release, and release on drop.
 //! - `ops`: the extend and release commands each kind of lock supplies.
+//! - `by_token`: [`Quorlock::release_token`], releasing a lock by resource and token without its guard.
+//! - [`Inspection`] (`inspect`): a read-only look at one lock on every master.
 //! - [`config`]: every setting with its documented default, checked once at `build()`.
 //! - [`error`]: one typed error per operation.
 //!
@@ -38,11 +40,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod by_token;
 pub mod config;
 mod coordinator;
 pub mod core;
 pub mod error;
 mod guard;
+mod inspect;
 mod node;
 mod ops;
 
@@ -52,6 +56,7 @@ pub use error::{
     AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
 };
 pub use guard::Guard;
+pub use inspect::{Holding, Inspection, MasterState};
 
 /// The README's examples, compiled as doctests so the README stays true.
 #[cfg(doctest)]

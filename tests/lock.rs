@@ -54,7 +54,10 @@ async fn the_wire_format_is_a_plain_string_key_with_the_token_and_a_ttl() {
         assert!(pttl > 0 && pttl <= 10_000, "PTTL {pttl}");
     }
     guard.release().await.expect("release");
-    let gone = eventually(Duration::from_secs(1), || async { holders(&c, &[0, 1, 2], "wire").await == 0 }).await;
+    let gone = eventually(Duration::from_secs(1), || async {
+        holders(&c, &[0, 1, 2], "wire").await == 0
+    })
+    .await;
     assert!(gone, "release deletes the key on every master");
 }
 
