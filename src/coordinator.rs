@@ -22,6 +22,7 @@ use crate::error::{AcquireError, BuildError, InputError, NodeErrorKind, NodeFail
 use crate::guard::Guard;
 use crate::node::{Found, Node};
 use crate::ops::{LockOps, PlainLock};
+use crate::watchdog::Watchdog;
 
 /// A handle to N independent Redis masters that hands out locks decided by majority.
 ///
@@ -36,6 +37,8 @@ pub struct Quorlock {
 pub(crate) struct Inner {
     pub(crate) nodes: Vec<Node>,
     pub(crate) config: Config,
+    /// The renewal scheduler of every kept-alive guard.
+    pub(crate) watchdog: Watchdog,
 }
 
 /// The outcome of releasing one key on a set of masters.
@@ -99,7 +102,11 @@ impl Quorlock {
             }
         }
         Ok(Self {
-            inner: Arc::new(Inner { nodes, config }),
+            inner: Arc::new(Inner {
+                nodes,
+                config,
+                watchdog: Watchdog::new(),
+            }),
         })
     }
 
@@ -246,6 +253,7 @@ impl Inner {
                     key,
                     token,
                     ops,
+                    timing.ttl(),
                     valid_until,
                 ))
             }

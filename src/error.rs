@@ -369,6 +369,34 @@ impl ReleaseError {
     }
 }
 
+/// Why [`crate::Quorlock::with_lock`] did not return the work's output.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum WithLockError {
+    /// The lock was not acquired; the work never ran.
+    #[error(transparent)]
+    Acquire(#[from] AcquireError),
+    /// The lock was lost while the work ran, and the work was cancelled.
+    #[error("lock on {resource:?} was lost after {held_for:?} of work; the work was cancelled")]
+    LockLost {
+        /// The resource.
+        resource: String,
+        /// How long the work ran before the loss was known.
+        held_for: Duration,
+    },
+    /// The work finished, but the release found the lock already expired on a majority: the work
+    /// may have run unprotected at its end.
+    #[error(transparent)]
+    Release(ReleaseError),
+}
+
+impl WithLockError {
+    /// Whether the lock was lost during the work (and the work cancelled).
+    pub fn is_lock_lost(&self) -> bool {
+        matches!(self, WithLockError::LockLost { .. })
+    }
+}
+
 /// Replaces the password (and user) of a URL with `***`, for error messages and logs.
 pub(crate) fn redact_url(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {

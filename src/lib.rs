@@ -27,6 +27,10 @@
 //! - `ops`: the extend and release commands each kind of lock supplies.
 //! - `by_token`: [`Quorlock::release_token`], releasing a lock by resource and token without its guard.
 //! - [`Inspection`] (`inspect`): a read-only look at one lock on every master.
+//! - `watchdog`: one renewal scheduler per [`Quorlock`] that keeps guards alive ([`KeepAlive`]),
+//!   batching the renewals of all held locks into one pipeline per master per tick.
+//! - `with_lock`: [`Quorlock::with_lock`], work run under a kept-alive lock and cancelled if it is
+//!   lost ([`LockHandle`]).
 //! - [`config`]: every setting with its documented default, checked once at `build()`.
 //! - [`error`]: one typed error per operation.
 //!
@@ -49,14 +53,19 @@ mod guard;
 mod inspect;
 mod node;
 mod ops;
+mod watchdog;
+mod with_lock;
 
 pub use config::{Config, QuorlockBuilder};
 pub use coordinator::Quorlock;
 pub use error::{
     AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
+    WithLockError,
 };
 pub use guard::Guard;
 pub use inspect::{Holding, Inspection, MasterState};
+pub use watchdog::{KeepAlive, WatchdogStats, RENEWAL_TIME_ALLOWANCE};
+pub use with_lock::LockHandle;
 
 /// The README's examples, compiled as doctests so the README stays true.
 #[cfg(doctest)]

@@ -120,8 +120,7 @@ impl Node {
         &self.addr
     }
 
-    /// The redis-rs client, for connections other than the shared one (pub/sub).
-    #[allow(dead_code)]
+    /// The redis-rs client, for connections other than the shared one (pub/sub, renewals).
     pub(crate) fn client(&self) -> &Client {
         &self.client
     }

@@ -3,7 +3,7 @@
 //! The order of events is what makes this safe to put in front of a cron job or a migration:
 //! 1. acquire, waiting up to `--wait` (exit 75 if not acquired; a stop signal aborts the wait);
 //! 2. start the command with `QUORLOCK_KEY`, `QUORLOCK_TOKEN` and `QUORLOCK_VALIDITY_MS`;
-//! 3. while it runs, keep the lock alive; if the lock is lost anyway, SIGTERM the command's process
+//! 3. while it runs, the watchdog keeps the lock alive; if the lock is lost anyway, SIGTERM the command's process
 //!    group, SIGKILL it after `--grace`, and exit 76;
 //! 4. forward SIGINT / SIGTERM / SIGHUP to the command (SIGKILL after `--grace`);
 //! 5. release the lock the moment the command ends, and exit with the command's own code.
@@ -41,6 +41,8 @@ pub async fn run(args: RunArgs, masters: &Masters, signals: &mut Signals) -> Res
         }
     };
     info!(key = %args.key, validity_ms = guard.validity().as_millis() as u64, "lock acquired");
+    // Renewed every ttl/3 by the watchdog while the command runs; `guard.lost()` fires if it fails.
+    guard.keep_alive();
     let env = [
         ("QUORLOCK_KEY", args.key.clone()),
         ("QUORLOCK_TOKEN", guard.token().to_owned()),
