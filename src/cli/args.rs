@@ -82,6 +82,7 @@ pub enum Command {
     /// Show each master's view of the lock on KEY, and whether a majority holds it
     Status(StatusArgs),
     /// Start 5 local masters, run contending workers through master failures, draw a timeline
+    #[command(disable_help_flag = true)]
     Demo(DemoArgs),
 }
 
@@ -165,7 +166,7 @@ pub struct StatusArgs {
 /// `quorlock demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Options passed on to the demo (try `quorlock demo --help`)
+    /// Passed on to the demo: --svg PATH, --phase SECONDS, --workers N, --help
     #[arg(value_name = "ARGS", trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<OsString>,
 }
