@@ -6,9 +6,11 @@
 //!
 //! - [`timing`]: quorum size, clock-drift allowance and validity arithmetic (checked, never wrapping);
 //! - [`tally`]: the acquisition tally, a state machine that decides as soon as the outcome is certain;
-//! - [`backoff`]: retry delays with bounded jitter, and the retry plan bounded by count and deadline.
+//! - [`backoff`]: retry delays with bounded jitter, and the retry plan bounded by count and deadline;
+//! - [`fencing`]: fencing-token arithmetic, counter repair, and the model that proves tokens monotonic.
 
 pub mod backoff;
+pub mod fencing;
 pub mod tally;
 pub mod timing;
 
