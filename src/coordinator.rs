@@ -20,6 +20,7 @@ use crate::config::{Config, QuorlockBuilder, MAX_TTL, RELEASE_CHANNEL_PREFIX};
 use crate::core::{quorum, Decision, Failure, Tally, Timing, Vote};
 use crate::error::{AcquireError, BuildError, InputError, NodeErrorKind, NodeFailure};
 use crate::guard::Guard;
+use crate::health::Health;
 use crate::node::{Found, Node};
 
 /// A handle to N independent Redis masters that hands out locks decided by majority.
@@ -35,6 +36,8 @@ pub struct Quorlock {
 pub(crate) struct Inner {
     pub(crate) nodes: Vec<Node>,
     pub(crate) config: Config,
+    /// Each master's identity and durability, and whose votes count.
+    pub(crate) health: Health,
 }
 
 /// The outcome of releasing one key on a set of masters.
@@ -97,8 +100,15 @@ impl Quorlock {
                 }
             }
         }
+        let health = Health::new(nodes.len(), &config);
+        let inner = Inner {
+            nodes,
+            config,
+            health,
+        };
+        crate::health::check_at_build(&inner).await;
         Ok(Self {
-            inner: Arc::new(Inner { nodes, config }),
+            inner: Arc::new(inner),
         })
     }
 
@@ -193,11 +203,9 @@ impl Inner {
                 ttl,
             });
         }
-        Ok(Timing::new(
-            ttl,
-            self.config.drift_factor,
-            self.config.min_validity,
-        )?)
+        let timing = Timing::new(ttl, self.config.drift_factor, self.config.min_validity)?;
+        self.health.note_ttl(ttl);
+        Ok(timing)
     }
 
     fn check(&self, resource: &str, ttl: Duration) -> Result<Timing, InputError> {
@@ -209,6 +217,7 @@ impl Inner {
 
     /// One acquire round: fan out, decide, and on failure release everywhere.
     async fn round(self: &Arc<Self>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
+        crate::health::tick(self);
         let key = self.key(resource);
         let token = new_token()?;
         let mut cmd = redis::cmd("SET");
@@ -319,6 +328,12 @@ impl Inner {
                 biased;
                 reply = pending.next() => match reply {
                     Some((node, result)) => {
+                        // A yes from a master that restarted recently, or is being checked after a
+                        // reconnect, is not counted.
+                        let result = result.and_then(|()| match self.nodes.get(node) {
+                            Some(n) => self.health.admit(n, Instant::now()),
+                            None => Ok(()),
+                        });
                         let vote = match result {
                             Ok(()) => Vote::Yes,
                             Err(kind) => {
@@ -405,7 +420,7 @@ pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
 }
 
 /// 128 random bits from the OS, as 32 lowercase hex digits.
-fn new_token() -> Result<String, AcquireError> {
+pub(crate) fn new_token() -> Result<String, AcquireError> {
     let mut bytes = [0u8; 16];
     rand::rngs::OsRng
         .try_fill_bytes(&mut bytes)

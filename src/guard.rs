@@ -32,6 +32,8 @@ pub(crate) struct Held {
     pub(crate) key: String,
     pub(crate) token: String,
     pub(crate) status: watch::Sender<Status>,
+    /// The fencing token, for a lock taken with a fenced acquire.
+    pub(crate) fencing_token: std::sync::OnceLock<u64>,
     /// Serializes extends of the same guard so validity only moves with confirmed rounds.
     extend_lock: tokio::sync::Mutex<()>,
     released: Mutex<bool>,
@@ -63,6 +65,7 @@ impl Guard {
                 key,
                 token,
                 status,
+                fencing_token: std::sync::OnceLock::new(),
                 extend_lock: tokio::sync::Mutex::new(()),
                 released: Mutex::new(false),
             }),

@@ -26,6 +26,11 @@
 //! - [`Guard`] (`guard`): a held lock's validity, extend, release, and release on drop.
 //! - [`config`]: every setting with its documented default, checked once at `build()`.
 //! - [`error`]: one typed error per operation.
+//! - `fencing`: fenced acquisition ([`Quorlock::acquire_fenced`]), issuing quorum-backed fencing
+//!   tokens that never go backwards, and the repair of masters that lost their counter.
+//! - [`FencedStore`] (`fenced_store`): a resource kept in Redis that rejects stale tokens.
+//! - `health`: each master's `run_id`, uptime and persistence; votes of a master restarted within
+//!   the grace period without `appendfsync always` are ignored (the delayed restart, enforced).
 //!
 //! # Safety argument, in short
 //! Mutual exclusion holds while the holder finishes inside its validity, provided clock drift
@@ -41,7 +46,10 @@ pub mod config;
 mod coordinator;
 pub mod core;
 pub mod error;
+mod fenced_store;
+mod fencing;
 mod guard;
+mod health;
 mod node;
 
 pub use config::{Config, QuorlockBuilder};
@@ -49,4 +57,5 @@ pub use coordinator::Quorlock;
 pub use error::{
     AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
 };
+pub use fenced_store::{FencedError, FencedStore};
 pub use guard::Guard;
