@@ -29,6 +29,19 @@ pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// Prefix of the pub/sub channel a release is announced on; the lock key follows it.
 pub const RELEASE_CHANNEL_PREFIX: &str = "quorlock:released:";
+/// Default for ignoring the votes of a master that restarted within the grace period and does not
+/// persist with `appendfsync always`: `true` (the delayed restart RedLock requires, enforced by the
+/// client).
+pub const DEFAULT_ENFORCE_RESTART_GRACE: bool = true;
+/// Default restart grace period: `None`, meaning the longest TTL this client has used so far, plus
+/// its drift allowance.
+pub const DEFAULT_RESTART_GRACE: Option<Duration> = None;
+/// Default interval between background checks of each master's `run_id`, uptime and persistence:
+/// 30 s. A lost connection triggers a check at once, whatever the interval.
+pub const DEFAULT_HEALTH_REFRESH: Duration = Duration::from_secs(30);
+/// Key of the fencing counter on every master (after the configured key prefix); one counter serves
+/// every resource.
+pub const FENCE_COUNTER_KEY: &str = "quorlock:fence:counter";
 
 /// The checked configuration of a [`crate::Quorlock`].
 #[derive(Debug, Clone)]
@@ -48,6 +61,12 @@ pub struct Config {
     pub retry: RetryPlan,
     /// Prefix put before every resource name to form its key ("" by default).
     pub key_prefix: String,
+    /// Whether votes of a recently restarted master without `appendfsync always` are ignored.
+    pub enforce_restart_grace: bool,
+    /// The restart grace period; `None` for the longest TTL in use plus its drift allowance.
+    pub restart_grace: Option<Duration>,
+    /// Interval between background checks of every master's identity and persistence.
+    pub health_refresh: Duration,
 }
 
 /// Builds a [`crate::Quorlock`]. Start from [`crate::Quorlock::builder`].
@@ -64,6 +83,9 @@ pub struct QuorlockBuilder {
     max_attempts: u32,
     wait: Duration,
     key_prefix: String,
+    enforce_restart_grace: bool,
+    restart_grace: Option<Duration>,
+    health_refresh: Duration,
 }
 
 impl std::fmt::Debug for QuorlockBuilder {
@@ -90,6 +112,9 @@ impl Default for QuorlockBuilder {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             wait: DEFAULT_WAIT,
             key_prefix: String::new(),
+            enforce_restart_grace: DEFAULT_ENFORCE_RESTART_GRACE,
+            restart_grace: DEFAULT_RESTART_GRACE,
+            health_refresh: DEFAULT_HEALTH_REFRESH,
         }
     }
 }
@@ -165,6 +190,32 @@ impl QuorlockBuilder {
         self
     }
 
+    /// Turns on or off ignoring the votes of a master that restarted within the grace period and
+    /// does not persist with `appendfsync always` (default [`DEFAULT_ENFORCE_RESTART_GRACE`]).
+    ///
+    /// Turning it off is only safe when every master is restarted by hand no sooner than the
+    /// longest TTL after it went down, or persists every write before acknowledging it.
+    pub fn enforce_restart_grace(mut self, enforce: bool) -> Self {
+        self.enforce_restart_grace = enforce;
+        self
+    }
+
+    /// Sets the restart grace period (default [`DEFAULT_RESTART_GRACE`]: the longest TTL in use).
+    ///
+    /// Set it to the longest TTL any client of these masters uses, if other processes use longer
+    /// TTLs than this one.
+    pub fn restart_grace(mut self, grace: Duration) -> Self {
+        self.restart_grace = Some(grace);
+        self
+    }
+
+    /// Sets the interval between background checks of each master's `run_id`, uptime and
+    /// persistence (default [`DEFAULT_HEALTH_REFRESH`]).
+    pub fn health_refresh(mut self, every: Duration) -> Self {
+        self.health_refresh = every;
+        self
+    }
+
     /// Checks every setting and returns the configuration.
     pub(crate) fn config(&self) -> Result<Config, BuildError> {
         if self.urls.is_empty() {
@@ -182,6 +233,9 @@ impl QuorlockBuilder {
         if self.max_attempts == 0 {
             return Err(BuildError::ZeroAttempts);
         }
+        if self.health_refresh.is_zero() {
+            return Err(BuildError::ZeroHealthRefresh);
+        }
         let backoff = Backoff::new(self.retry_delay, self.retry_jitter)?;
         Ok(Config {
             node_timeout: self.node_timeout,
@@ -194,6 +248,9 @@ impl QuorlockBuilder {
                 wait: self.wait,
             },
             key_prefix: self.key_prefix.clone(),
+            enforce_restart_grace: self.enforce_restart_grace,
+            restart_grace: self.restart_grace,
+            health_refresh: self.health_refresh,
         })
     }
 }

@@ -20,6 +20,7 @@ use crate::config::{Config, QuorlockBuilder, MAX_TTL, RELEASE_CHANNEL_PREFIX};
 use crate::core::{quorum, Decision, Failure, Tally, Timing, Vote};
 use crate::error::{AcquireError, BuildError, InputError, NodeErrorKind, NodeFailure};
 use crate::guard::Guard;
+use crate::health::Health;
 use crate::node::{Found, Node};
 use crate::ops::{LockOps, PlainLock};
 use crate::watchdog::Watchdog;
@@ -39,6 +40,8 @@ pub(crate) struct Inner {
     pub(crate) config: Config,
     /// The renewal scheduler of every kept-alive guard.
     pub(crate) watchdog: Watchdog,
+    /// Each master's identity and durability, and whose votes count.
+    pub(crate) health: Health,
 }
 
 /// The outcome of releasing one key on a set of masters.
@@ -101,12 +104,16 @@ impl Quorlock {
                 }
             }
         }
+        let health = Health::new(nodes.len(), &config);
+        let inner = Inner {
+            nodes,
+            config,
+            health,
+            watchdog: Watchdog::new(),
+        };
+        crate::health::check_at_build(&inner).await;
         Ok(Self {
-            inner: Arc::new(Inner {
-                nodes,
-                config,
-                watchdog: Watchdog::new(),
-            }),
+            inner: Arc::new(inner),
         })
     }
 
@@ -201,11 +208,9 @@ impl Inner {
                 ttl,
             });
         }
-        Ok(Timing::new(
-            ttl,
-            self.config.drift_factor,
-            self.config.min_validity,
-        )?)
+        let timing = Timing::new(ttl, self.config.drift_factor, self.config.min_validity)?;
+        self.health.note_ttl(ttl);
+        Ok(timing)
     }
 
     fn check(&self, resource: &str, ttl: Duration) -> Result<Timing, InputError> {
@@ -217,6 +222,7 @@ impl Inner {
 
     /// One acquire round: fan out, decide, and on failure release everywhere.
     async fn round(self: &Arc<Self>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
+        crate::health::tick(self);
         let key = self.key(resource);
         let token = new_token()?;
         let mut cmd = redis::cmd("SET");
@@ -330,6 +336,12 @@ impl Inner {
                 biased;
                 reply = pending.next() => match reply {
                     Some((node, result)) => {
+                        // A yes from a master that restarted recently, or is being checked after a
+                        // reconnect, is not counted.
+                        let result = result.and_then(|()| match self.nodes.get(node) {
+                            Some(n) => self.health.admit(n, Instant::now()),
+                            None => Ok(()),
+                        });
                         let vote = match result {
                             Ok(()) => Vote::Yes,
                             Err(kind) => {
@@ -451,7 +463,7 @@ pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
 }
 
 /// 128 random bits from the OS, as 32 lowercase hex digits.
-fn new_token() -> Result<String, AcquireError> {
+pub(crate) fn new_token() -> Result<String, AcquireError> {
     let mut bytes = [0u8; 16];
     rand::rngs::OsRng
         .try_fill_bytes(&mut bytes)

@@ -33,6 +33,11 @@
 //!   lost ([`LockHandle`]).
 //! - [`config`]: every setting with its documented default, checked once at `build()`.
 //! - [`error`]: one typed error per operation.
+//! - `fencing`: fenced acquisition ([`Quorlock::acquire_fenced`]), issuing quorum-backed fencing
+//!   tokens that never go backwards, and the repair of masters that lost their counter.
+//! - [`FencedStore`] (`fenced_store`): a resource kept in Redis that rejects stale tokens.
+//! - `health`: each master's `run_id`, uptime and persistence; votes of a master restarted within
+//!   the grace period without `appendfsync always` are ignored (the delayed restart, enforced).
 //!
 //! # Safety argument, in short
 //! Mutual exclusion holds while the holder finishes inside its validity, provided clock drift
@@ -49,7 +54,10 @@ pub mod config;
 mod coordinator;
 pub mod core;
 pub mod error;
+mod fenced_store;
+mod fencing;
 mod guard;
+mod health;
 mod inspect;
 mod node;
 mod ops;
@@ -62,6 +70,7 @@ pub use error::{
     AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
     WithLockError,
 };
+pub use fenced_store::{FencedError, FencedStore};
 pub use guard::Guard;
 pub use inspect::{Holding, Inspection, MasterState};
 pub use watchdog::{KeepAlive, WatchdogStats, RENEWAL_TIME_ALLOWANCE};

@@ -314,3 +314,37 @@ async fn usage_and_config_errors_have_their_own_codes() {
     );
     assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
 }
+
+#[tokio::test]
+async fn fencing_tokens_strictly_increase_across_runs() {
+    let c = cluster(3).await;
+    let mut last = 0u64;
+    for _ in 0..4 {
+        let out = output(quorlock(
+            &c,
+            &[
+                "run",
+                "--fence",
+                "fenced",
+                "--",
+                "sh",
+                "-c",
+                "echo $QUORLOCK_FENCE",
+            ],
+        ))
+        .await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let fence: u64 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("QUORLOCK_FENCE is a number");
+        assert!(fence > last, "fencing token {fence} after {last}");
+        last = fence;
+    }
+    let out = output(quorlock(
+        &c,
+        &["run", "plain", "--", "sh", "-c", r#"test -z "$QUORLOCK_FENCE""#],
+    ))
+    .await;
+    assert_eq!(code(&out), 0, "no fencing token without --fence");
+}

@@ -25,6 +25,7 @@ Examples:
   quorlock run nightly-report -- ./report.sh --full     # one runner at a time, cluster-wide
   quorlock run --wait 0s --ttl 2m deploy -- make deploy  # give up at once if a deploy runs
   TOKEN=$(quorlock acquire --ttl 10m migrate)            # hold a lock across script steps
+  read TOKEN FENCE < <(quorlock acquire --fence migrate)  # with a fencing token
   quorlock release migrate \"$TOKEN\"
   quorlock status migrate --json
   quorlock demo                                           # 5 local masters, failures, a timeline
@@ -40,13 +41,14 @@ Exit codes:
 
 const RUN_HELP: &str = "\
 The command runs in its own process group with QUORLOCK_KEY, QUORLOCK_TOKEN and
-QUORLOCK_VALIDITY_MS in its environment. If the lock is lost, the group gets SIGTERM, then SIGKILL
+QUORLOCK_VALIDITY_MS in its environment, and QUORLOCK_FENCE with --fence. If the lock is lost, the group gets SIGTERM, then SIGKILL
 after --grace, and quorlock exits 76. Ctrl-C, SIGTERM and SIGHUP are forwarded to the group (SIGKILL
 follows after --grace); the lock is released as soon as the command ends.
 
 Examples:
   quorlock run backup -- pg_dump -f /backups/db.sql mydb
-  quorlock run --ttl 10s --wait 1m --grace 2s cron:cleanup -- sh -c 'cleanup && vacuum'";
+  quorlock run --ttl 10s --wait 1m --grace 2s cron:cleanup -- sh -c 'cleanup && vacuum'
+  quorlock run --fence ledger -- sh -c './apply-batch --fencing-token $QUORLOCK_FENCE'";
 
 /// Runs commands under a distributed lock held on a majority of independent Redis masters.
 #[derive(Debug, Parser)]
@@ -96,6 +98,11 @@ pub struct LockArgs {
     /// How long to keep trying while the lock is held elsewhere (0s: one attempt)
     #[arg(long, value_name = "DURATION", default_value = DEFAULT_WAIT, value_parser = duration::parse)]
     pub wait: Duration,
+
+    /// Also take a fencing token: a number larger than every earlier holder's, for the protected
+    /// resource to reject writes of stale holders
+    #[arg(long)]
+    pub fence: bool,
 }
 
 /// `quorlock run`.
@@ -130,7 +137,8 @@ pub struct AcquireArgs {
     #[command(flatten)]
     pub lock: LockArgs,
 
-    /// Print {"key", "token", "validity_ms", "ttl_ms"} as JSON instead of the bare token
+    /// Print {"key", "token", "validity_ms", "ttl_ms", "fence"} as JSON instead of the bare token
+    /// (with --fence: the token, a space, and the fencing token)
     #[arg(long)]
     pub json: bool,
 

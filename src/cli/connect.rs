@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use quorlock::Quorlock;
+use quorlock::{AcquireError, Guard, Quorlock};
 
 use crate::cli::args::NODES_ENV;
 use crate::cli::exit::{Failure, CONFIG};
@@ -59,6 +59,23 @@ impl Masters {
             builder = builder.node_timeout(timeout);
         }
         Ok(builder.build().await?)
+    }
+}
+
+/// Acquires `resource`, fenced when `fence` is set.
+///
+/// # Errors
+/// As [`Quorlock::acquire`].
+pub async fn take(
+    locks: &Quorlock,
+    resource: &str,
+    ttl: Duration,
+    fence: bool,
+) -> Result<Guard, AcquireError> {
+    if fence {
+        locks.acquire_fenced(resource, ttl).await
+    } else {
+        locks.acquire(resource, ttl).await
     }
 }
 

@@ -10,7 +10,7 @@ use quorlock::Guard;
 use serde_json::json;
 
 use crate::cli::args::{AcquireArgs, ReleaseArgs};
-use crate::cli::connect::Masters;
+use crate::cli::connect::{take, Masters};
 use crate::cli::duration::show;
 use crate::cli::exit::{self, Failure, OK};
 use crate::cli::signals::Signals;
@@ -22,7 +22,7 @@ use crate::cli::signals::Signals;
 pub async fn acquire(args: AcquireArgs, masters: &Masters, signals: &mut Signals) -> Result<u8, Failure> {
     let locks = masters.connect(args.lock.wait).await?;
     let guard = tokio::select! {
-        acquired = locks.acquire(&args.key, args.lock.ttl) => acquired?,
+        acquired = take(&locks, &args.key, args.lock.ttl, args.lock.fence) => acquired?,
         signal = signals.recv() => {
             // The abandoned round releases what it took from a spawned task; let it reach the masters.
             tokio::time::sleep(locks.config().node_timeout * 2).await;
@@ -39,8 +39,11 @@ pub async fn acquire(args: AcquireArgs, masters: &Masters, signals: &mut Signals
             "token": guard.token(),
             "validity_ms": u64::try_from(validity.as_millis()).unwrap_or(u64::MAX),
             "ttl_ms": u64::try_from(args.lock.ttl.as_millis()).unwrap_or(u64::MAX),
+            "fence": guard.fencing_token(),
         });
         println!("{out}");
+    } else if let Some(fence) = guard.fencing_token() {
+        println!("{} {fence}", guard.token());
     } else {
         println!("{}", guard.token());
     }

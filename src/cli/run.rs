@@ -2,7 +2,8 @@
 //!
 //! The order of events is what makes this safe to put in front of a cron job or a migration:
 //! 1. acquire, waiting up to `--wait` (exit 75 if not acquired; a stop signal aborts the wait);
-//! 2. start the command with `QUORLOCK_KEY`, `QUORLOCK_TOKEN` and `QUORLOCK_VALIDITY_MS`;
+//! 2. start the command with `QUORLOCK_KEY`, `QUORLOCK_TOKEN` and `QUORLOCK_VALIDITY_MS` (and
+//!    `QUORLOCK_FENCE`, the fencing token, with `--fence`);
 //! 3. while it runs, the watchdog keeps the lock alive; if the lock is lost anyway, SIGTERM the command's process
 //!    group, SIGKILL it after `--grace`, and exit 76;
 //! 4. forward SIGINT / SIGTERM / SIGHUP to the command (SIGKILL after `--grace`);
@@ -18,7 +19,7 @@ use tracing::{debug, info};
 
 use crate::cli::args::RunArgs;
 use crate::cli::child::{self, Supervised};
-use crate::cli::connect::Masters;
+use crate::cli::connect::{take, Masters};
 use crate::cli::duration::show;
 use crate::cli::exit::{self, Failure, LOST, SOFTWARE};
 use crate::cli::signals::Signals;
@@ -31,7 +32,7 @@ use crate::cli::signals::Signals;
 pub async fn run(args: RunArgs, masters: &Masters, signals: &mut Signals) -> Result<u8, Failure> {
     let locks = masters.connect(args.lock.wait).await?;
     let guard = tokio::select! {
-        acquired = locks.acquire(&args.key, args.lock.ttl) => acquired?,
+        acquired = take(&locks, &args.key, args.lock.ttl, args.lock.fence) => acquired?,
         signal = signals.recv() => {
             settle(&locks).await;
             return Err(Failure::new(
@@ -43,11 +44,14 @@ pub async fn run(args: RunArgs, masters: &Masters, signals: &mut Signals) -> Res
     info!(key = %args.key, validity_ms = guard.validity().as_millis() as u64, "lock acquired");
     // Renewed every ttl/3 by the watchdog while the command runs; `guard.lost()` fires if it fails.
     guard.keep_alive();
-    let env = [
+    let mut env = vec![
         ("QUORLOCK_KEY", args.key.clone()),
         ("QUORLOCK_TOKEN", guard.token().to_owned()),
         ("QUORLOCK_VALIDITY_MS", guard.validity().as_millis().to_string()),
     ];
+    if let Some(fence) = guard.fencing_token() {
+        env.push(("QUORLOCK_FENCE", fence.to_string()));
+    }
     let mut command = match child::spawn(&args.command, &env) {
         Ok(command) => command,
         Err(failure) => {
