@@ -142,35 +142,11 @@ impl Quorlock {
     #[instrument(skip_all, fields(resource = %resource, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
     pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
         let timing = self.inner.check(resource, ttl)?;
-        let plan = self.inner.config.retry;
-        let started = Instant::now();
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            Span::current().record("attempt", attempts);
-            let err = match self.inner.round(resource, timing).await {
-                Ok(guard) => return Ok(guard),
-                Err(err) => err,
-            };
-            if !err.is_retryable() {
-                return Err(err);
-            }
-            let delay = self.inner.config.backoff.jitter(&mut rand::rng());
-            match plan.next_delay(attempts, started.elapsed(), delay) {
-                Some(delay) => {
-                    debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying");
-                    tokio::time::sleep(delay).await;
-                }
-                None => {
-                    return Err(AcquireError::Exhausted {
-                        resource: resource.to_owned(),
-                        attempts,
-                        waited: started.elapsed(),
-                        last: Box::new(err),
-                    })
-                }
-            }
-        }
+        self.inner
+            .retrying(resource, tokio::time::sleep, || {
+                self.inner.round(resource, timing)
+            })
+            .await
     }
 
     /// Makes exactly one round for `resource`, with no retries.
@@ -213,7 +189,7 @@ impl Inner {
         Ok(timing)
     }
 
-    fn check(&self, resource: &str, ttl: Duration) -> Result<Timing, InputError> {
+    pub(crate) fn check(&self, resource: &str, ttl: Duration) -> Result<Timing, InputError> {
         if resource.is_empty() {
             return Err(InputError::EmptyResource);
         }
@@ -231,15 +207,79 @@ impl Inner {
             .arg("NX")
             .arg("PX")
             .arg(ttl_millis(timing.ttl()));
-        // Armed until the round is settled: dropping this future part-way releases from a task.
         let ops: Arc<dyn LockOps> = Arc::new(PlainLock::new(&key, &token));
+        self.round_with(resource, key, token, timing, ops, |node| node.set_nx(&cmd))
+            .await
+    }
+
+    /// Makes attempts with `round` until one succeeds, one fails for good, or the retry plan runs
+    /// out; between attempts it awaits `pause` with the jittered delay (a kind may wake earlier).
+    pub(crate) async fn retrying<F, Fut, P, PFut>(
+        &self,
+        resource: &str,
+        pause: P,
+        mut round: F,
+    ) -> Result<Guard, AcquireError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Guard, AcquireError>>,
+        P: Fn(Duration) -> PFut,
+        PFut: Future<Output = ()>,
+    {
+        let plan = self.config.retry;
+        let started = Instant::now();
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            Span::current().record("attempt", attempts);
+            let err = match round().await {
+                Ok(guard) => return Ok(guard),
+                Err(err) => err,
+            };
+            if !err.is_retryable() {
+                return Err(err);
+            }
+            let delay = self.config.backoff.jitter(&mut rand::rng());
+            match plan.next_delay(attempts, started.elapsed(), delay) {
+                Some(delay) => {
+                    debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying");
+                    pause(delay).await;
+                }
+                None => {
+                    return Err(AcquireError::Exhausted {
+                        resource: resource.to_owned(),
+                        attempts,
+                        waited: started.elapsed(),
+                        last: Box::new(err),
+                    })
+                }
+            }
+        }
+    }
+
+    /// One acquire round of any kind of lock: `send` asks one master for the lock and answers `Ok`
+    /// when it granted it; `ops` releases what was taken when the round fails or is dropped.
+    pub(crate) async fn round_with<'a, F, Fut>(
+        self: &'a Arc<Self>,
+        resource: &str,
+        key: String,
+        token: String,
+        timing: Timing,
+        ops: Arc<dyn LockOps>,
+        send: F,
+    ) -> Result<Guard, AcquireError>
+    where
+        F: Fn(&'a Node) -> Fut,
+        Fut: Future<Output = Result<(), NodeErrorKind>>,
+    {
+        // Armed until the round is settled: dropping this future part-way releases from a task.
         let mut cleanup = ReleaseOnDrop::new(self.clone(), Arc::clone(&ops));
         let started = Instant::now();
         let mut tally = Tally::new(self.nodes.len(), timing, started);
         let mut pending: FuturesUnordered<_> = self
             .nodes
             .iter()
-            .map(|node| async { (node.index(), node.set_nx(&cmd).await) })
+            .map(|node| async { (node.index(), send(node).await) })
             .collect();
         let mut failures = Vec::new();
         let decision = self.decide(&mut tally, &mut pending, &mut failures).await;

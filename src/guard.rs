@@ -91,9 +91,24 @@ impl Guard {
         &self.held.resource
     }
 
-    /// The key set on every master (the resource with the configured prefix).
+    /// The key set on every master (the resource with the configured prefix); for a
+    /// multi-resource lock, its keys as one label, `{key1, key2}`.
     pub fn key(&self) -> &str {
         &self.held.key
+    }
+
+    /// Every resource this lock covers: the set of a multi-resource lock, else the one resource.
+    pub fn resources(&self) -> Vec<&str> {
+        match self.held.ops.resources() {
+            Some(all) => all.iter().map(String::as_str).collect(),
+            None => vec![self.held.resource.as_str()],
+        }
+    }
+
+    /// For a reentrant lock, the owner's hold count on a majority of masters once this hold was
+    /// taken (1 for a first hold); `None` for other kinds.
+    pub fn holds(&self) -> Option<u64> {
+        self.held.ops.holds()
     }
 
     /// This holder's random token, the value stored under the key.

@@ -31,6 +31,8 @@
 //!   batching the renewals of all held locks into one pipeline per master per tick.
 //! - `with_lock`: [`Quorlock::with_lock`], work run under a kept-alive lock and cancelled if it is
 //!   lost ([`LockHandle`]).
+//! - [`kinds`]: reentrant ([`LockOwner`]), multi-resource (all-or-nothing) and fair (FIFO,
+//!   [`Ticket`]) locks over the same quorum, each returning an ordinary [`Guard`].
 //! - [`config`]: every setting with its documented default, checked once at `build()`.
 //! - [`error`]: one typed error per operation.
 //! - `fencing`: fenced acquisition ([`Quorlock::acquire_fenced`]), issuing quorum-backed fencing
@@ -59,6 +61,7 @@ mod fencing;
 mod guard;
 mod health;
 mod inspect;
+pub mod kinds;
 mod node;
 mod ops;
 mod watchdog;
@@ -73,6 +76,7 @@ pub use error::{
 pub use fenced_store::{FencedError, FencedStore};
 pub use guard::Guard;
 pub use inspect::{Holding, Inspection, MasterState};
+pub use kinds::{FairOptions, LockOwner, Ticket};
 pub use watchdog::{KeepAlive, WatchdogStats, RENEWAL_TIME_ALLOWANCE};
 pub use with_lock::LockHandle;
 

@@ -21,6 +21,14 @@ pub(crate) trait LockOps: Send + Sync + fmt::Debug + 'static {
     fn extend_cmd(&self, ttl_ms: u64) -> Cmd;
     /// The command that releases the lock if we still hold it.
     fn release_cmd(&self) -> Cmd;
+    /// For a reentrant lock, the owner's hold count when this hold was taken.
+    fn holds(&self) -> Option<u64> {
+        None
+    }
+    /// For a multi-resource lock, every resource it covers.
+    fn resources(&self) -> Option<&[String]> {
+        None
+    }
 }
 
 /// A plain RedLock lock: one string key holding our token (interoperable with other clients).
