@@ -37,6 +37,19 @@ pub const DEFAULT_WAKE_ON_RELEASE: bool = true;
 pub const DEFAULT_LOCAL_QUEUE: bool = true;
 /// Prefix of the pub/sub channel a release is announced on; the lock key follows it.
 pub const RELEASE_CHANNEL_PREFIX: &str = "quorlock:released:";
+/// Default for ignoring the votes of a master that restarted within the grace period and does not
+/// persist with `appendfsync always`: `true` (the delayed restart RedLock requires, enforced by the
+/// client).
+pub const DEFAULT_ENFORCE_RESTART_GRACE: bool = true;
+/// Default restart grace period: `None`, meaning the longest TTL this client has used so far, plus
+/// its drift allowance.
+pub const DEFAULT_RESTART_GRACE: Option<Duration> = None;
+/// Default interval between background checks of each master's `run_id`, uptime and persistence:
+/// 30 s. A lost connection triggers a check at once, whatever the interval.
+pub const DEFAULT_HEALTH_REFRESH: Duration = Duration::from_secs(30);
+/// Key of the fencing counter on every master (after the configured key prefix); one counter serves
+/// every resource.
+pub const FENCE_COUNTER_KEY: &str = "quorlock:fence:counter";
 
 /// The checked configuration of a [`crate::Quorlock`].
 #[derive(Debug, Clone)]
@@ -60,6 +73,12 @@ pub struct Config {
     pub wake_on_release: bool,
     /// Whether waiters of this process for the same resource queue locally first.
     pub local_queue: bool,
+    /// Whether votes of a recently restarted master without `appendfsync always` are ignored.
+    pub enforce_restart_grace: bool,
+    /// The restart grace period; `None` for the longest TTL in use plus its drift allowance.
+    pub restart_grace: Option<Duration>,
+    /// Interval between background checks of every master's identity and persistence.
+    pub health_refresh: Duration,
 }
 
 /// Builds a [`crate::Quorlock`]. Start from [`crate::Quorlock::builder`].
@@ -78,6 +97,9 @@ pub struct QuorlockBuilder {
     key_prefix: String,
     wake_on_release: bool,
     local_queue: bool,
+    enforce_restart_grace: bool,
+    restart_grace: Option<Duration>,
+    health_refresh: Duration,
 }
 
 impl std::fmt::Debug for QuorlockBuilder {
@@ -106,6 +128,9 @@ impl Default for QuorlockBuilder {
             key_prefix: String::new(),
             wake_on_release: DEFAULT_WAKE_ON_RELEASE,
             local_queue: DEFAULT_LOCAL_QUEUE,
+            enforce_restart_grace: DEFAULT_ENFORCE_RESTART_GRACE,
+            restart_grace: DEFAULT_RESTART_GRACE,
+            health_refresh: DEFAULT_HEALTH_REFRESH,
         }
     }
 }
@@ -195,6 +220,32 @@ impl QuorlockBuilder {
         self
     }
 
+    /// Turns on or off ignoring the votes of a master that restarted within the grace period and
+    /// does not persist with `appendfsync always` (default [`DEFAULT_ENFORCE_RESTART_GRACE`]).
+    ///
+    /// Turning it off is only safe when every master is restarted by hand no sooner than the
+    /// longest TTL after it went down, or persists every write before acknowledging it.
+    pub fn enforce_restart_grace(mut self, enforce: bool) -> Self {
+        self.enforce_restart_grace = enforce;
+        self
+    }
+
+    /// Sets the restart grace period (default [`DEFAULT_RESTART_GRACE`]: the longest TTL in use).
+    ///
+    /// Set it to the longest TTL any client of these masters uses, if other processes use longer
+    /// TTLs than this one.
+    pub fn restart_grace(mut self, grace: Duration) -> Self {
+        self.restart_grace = Some(grace);
+        self
+    }
+
+    /// Sets the interval between background checks of each master's `run_id`, uptime and
+    /// persistence (default [`DEFAULT_HEALTH_REFRESH`]).
+    pub fn health_refresh(mut self, every: Duration) -> Self {
+        self.health_refresh = every;
+        self
+    }
+
     /// Checks every setting and returns the configuration.
     pub(crate) fn config(&self) -> Result<Config, BuildError> {
         if self.urls.is_empty() {
@@ -212,6 +263,9 @@ impl QuorlockBuilder {
         if self.max_attempts == 0 {
             return Err(BuildError::ZeroAttempts);
         }
+        if self.health_refresh.is_zero() {
+            return Err(BuildError::ZeroHealthRefresh);
+        }
         let backoff = Backoff::new(self.retry_delay, self.retry_jitter)?;
         Ok(Config {
             node_timeout: self.node_timeout,
@@ -226,6 +280,9 @@ impl QuorlockBuilder {
             key_prefix: self.key_prefix.clone(),
             wake_on_release: self.wake_on_release,
             local_queue: self.local_queue,
+            enforce_restart_grace: self.enforce_restart_grace,
+            restart_grace: self.restart_grace,
+            health_refresh: self.health_refresh,
         })
     }
 }

@@ -21,6 +21,7 @@ use crate::config::{Config, QuorlockBuilder, MAX_TTL, RELEASE_CHANNEL_PREFIX};
 use crate::core::{quorum, Decision, Failure, Tally, Timing, Vote};
 use crate::error::{AcquireError, BuildError, InputError, NodeErrorKind, NodeFailure};
 use crate::guard::Guard;
+use crate::health::Health;
 use crate::node::{Found, Node};
 use crate::ops::{LockOps, PlainLock};
 use crate::wait::Waits;
@@ -45,6 +46,8 @@ pub(crate) struct Inner {
     pub(crate) waits: Waits,
     /// The local turns of this process's waiters, per key.
     pub(crate) queue: LocalQueue,
+    /// Each master's identity and durability, and whose votes count.
+    pub(crate) health: Health,
 }
 
 /// The outcome of releasing one key on a set of masters.
@@ -107,14 +110,18 @@ impl Quorlock {
                 }
             }
         }
+        let health = Health::new(nodes.len(), &config);
+        let inner = Inner {
+            waits: Waits::new(&nodes),
+            nodes,
+            config,
+            health,
+            watchdog: Watchdog::new(),
+            queue: LocalQueue::default(),
+        };
+        crate::health::check_at_build(&inner).await;
         Ok(Self {
-            inner: Arc::new(Inner {
-                waits: Waits::new(&nodes),
-                nodes,
-                config,
-                watchdog: Watchdog::new(),
-                queue: LocalQueue::default(),
-            }),
+            inner: Arc::new(inner),
         })
     }
 
@@ -187,11 +194,9 @@ impl Inner {
                 ttl,
             });
         }
-        Ok(Timing::new(
-            ttl,
-            self.config.drift_factor,
-            self.config.min_validity,
-        )?)
+        let timing = Timing::new(ttl, self.config.drift_factor, self.config.min_validity)?;
+        self.health.note_ttl(ttl);
+        Ok(timing)
     }
 
     pub(crate) fn check(&self, resource: &str, ttl: Duration) -> Result<Timing, InputError> {
@@ -207,6 +212,7 @@ impl Inner {
         resource: &str,
         timing: Timing,
     ) -> Result<Guard, AcquireError> {
+        crate::health::tick(self);
         let key = self.key(resource);
         let token = new_token()?;
         let mut cmd = redis::cmd("SET");
@@ -387,6 +393,12 @@ impl Inner {
                 biased;
                 reply = pending.next() => match reply {
                     Some((node, result)) => {
+                        // A yes from a master that restarted recently, or is being checked after a
+                        // reconnect, is not counted.
+                        let result = result.and_then(|()| match self.nodes.get(node) {
+                            Some(n) => self.health.admit(n, Instant::now()),
+                            None => Ok(()),
+                        });
                         let vote = match result {
                             Ok(()) => Vote::Yes,
                             Err(kind) => {

@@ -30,6 +30,20 @@ pub enum NodeErrorKind {
     Server(String),
     /// The master answered something that is not a valid reply to our command.
     Protocol(String),
+    /// The master restarted `uptime` ago, within the grace period, and does not persist with
+    /// `appendfsync always`: it may have lost keys, so its vote is ignored for `remaining`.
+    Restarted {
+        /// How long ago it (re)started.
+        uptime: Duration,
+        /// How long its votes are still ignored.
+        remaining: Duration,
+    },
+    /// The connection to the master was re-established and its identity (`run_id`, uptime) is
+    /// being checked again; its vote is ignored until then.
+    Unverified,
+    /// The master's fencing counter is missing or behind (it lost data); its vote in fenced
+    /// acquisitions is ignored until the counter is repaired from a majority.
+    FenceRepair,
 }
 
 impl NodeErrorKind {
@@ -63,6 +77,16 @@ impl fmt::Display for NodeErrorKind {
             NodeErrorKind::Auth(m) => write!(f, "authentication failed: {m}"),
             NodeErrorKind::Server(m) => write!(f, "server error: {m}"),
             NodeErrorKind::Protocol(m) => write!(f, "unexpected reply: {m}"),
+            NodeErrorKind::Restarted { uptime, remaining } => write!(
+                f,
+                "restarted {uptime:?} ago without appendfsync always; vote ignored for another {remaining:?}"
+            ),
+            NodeErrorKind::Unverified => {
+                f.write_str("reconnected; vote ignored until its run_id and uptime are checked again")
+            }
+            NodeErrorKind::FenceRepair => f.write_str(
+                "fencing counter missing or behind (lost data); vote ignored until it is repaired",
+            ),
         }
     }
 }
@@ -149,6 +173,9 @@ pub enum BuildError {
     /// The attempt count is zero.
     #[error("retry count must allow at least one attempt (got 0)")]
     ZeroAttempts,
+    /// The health refresh interval is zero, which would check every master on every request.
+    #[error("health refresh interval must be greater than zero")]
+    ZeroHealthRefresh,
     /// A master rejected our credentials.
     #[error("authentication failed on master {node} ({addr}): {message}")]
     Auth {
@@ -199,6 +226,9 @@ pub enum InputError {
         /// The TTL asked for.
         ttl: Duration,
     },
+    /// The lock token given to release by token is empty.
+    #[error("the lock token must not be empty")]
+    EmptyToken,
 }
 
 /// Why a lock was not acquired.
@@ -395,6 +425,9 @@ pub struct Released {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReleaseError {
+    /// The resource name or token was refused before anything was sent.
+    #[error(transparent)]
+    Input(#[from] InputError),
     /// Fewer than a majority of masters still held our token: the lock had expired, and another holder
     /// may have held it in the meantime.
     #[error("the lock on {resource:?} had expired (held on {held} of {masters} masters, {required} needed); the protected data may have been touched by another holder{}", list(.failures))]

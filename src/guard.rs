@@ -42,6 +42,8 @@ pub(crate) struct Held {
     /// The TTL the lock was acquired with; the watchdog renews to it.
     pub(crate) ttl: Duration,
     pub(crate) status: watch::Sender<Status>,
+    /// The fencing token, for a lock taken with a fenced acquire.
+    pub(crate) fencing_token: std::sync::OnceLock<u64>,
     /// Serializes extends of the same guard (and watchdog renewals of it) so validity only moves
     /// with confirmed rounds.
     pub(crate) extend_lock: tokio::sync::Mutex<()>,
@@ -80,6 +82,7 @@ impl Guard {
                 ops,
                 ttl,
                 status,
+                fencing_token: std::sync::OnceLock::new(),
                 extend_lock: tokio::sync::Mutex::new(()),
                 released: Mutex::new(false),
                 turn: Mutex::new(None),

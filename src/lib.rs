@@ -30,12 +30,19 @@
 //! - `wait`: blocking waits woken by the holder's release announcement (one pub/sub connection
 //!   per master, shared by the process), with a fallback timer at the key's expiry.
 //! - `coalesce`: the local queue that lets one waiter per resource and process contend remotely.
+//! - `by_token`: [`Quorlock::release_token`], releasing a lock by resource and token without its guard.
+//! - [`Inspection`] (`inspect`): a read-only look at one lock on every master.
 //! - `watchdog`: one renewal scheduler per [`Quorlock`] that keeps guards alive ([`KeepAlive`]),
 //!   batching the renewals of all held locks into one pipeline per master per tick.
 //! - `with_lock`: [`Quorlock::with_lock`], work run under a kept-alive lock and cancelled if it is
 //!   lost ([`LockHandle`]).
 //! - [`config`]: every setting with its documented default, checked once at `build()`.
 //! - [`error`]: one typed error per operation.
+//! - `fencing`: fenced acquisition ([`Quorlock::acquire_fenced`]), issuing quorum-backed fencing
+//!   tokens that never go backwards, and the repair of masters that lost their counter.
+//! - [`FencedStore`] (`fenced_store`): a resource kept in Redis that rejects stale tokens.
+//! - `health`: each master's `run_id`, uptime and persistence; votes of a master restarted within
+//!   the grace period without `appendfsync always` are ignored (the delayed restart, enforced).
 //!
 //! # Safety argument, in short
 //! Mutual exclusion holds while the holder finishes inside its validity, provided clock drift
@@ -47,12 +54,17 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod by_token;
 mod coalesce;
 pub mod config;
 mod coordinator;
 pub mod core;
 pub mod error;
+mod fenced_store;
+mod fencing;
 mod guard;
+mod health;
+mod inspect;
 pub mod kinds;
 mod node;
 mod ops;
@@ -66,7 +78,9 @@ pub use error::{
     AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
     WithLockError,
 };
+pub use fenced_store::{FencedError, FencedStore};
 pub use guard::Guard;
+pub use inspect::{Holding, Inspection, MasterState};
 pub use kinds::{FairOptions, LockOwner, Ticket};
 pub use wait::{MAX_FALLBACK_WAIT, PUBSUB_RECONNECT_DELAY};
 pub use watchdog::{KeepAlive, WatchdogStats, RENEWAL_TIME_ALLOWANCE};

@@ -16,6 +16,8 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -69,6 +71,11 @@ pub(crate) struct Node {
     client: Client,
     conn: ConnectionManager,
     timeout: Duration,
+    /// How many commands failed on a lost or refused connection. A restart of the master always
+    /// drops the connection, and the connection manager only reconnects after a command failed on
+    /// it, so an unchanged count since a check of the master's `run_id` means no reply since came
+    /// from a restarted master.
+    disconnects: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for Node {
@@ -109,7 +116,13 @@ impl Node {
             client,
             conn,
             timeout,
+            disconnects: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// How many times the shared connection has been lost so far.
+    pub(crate) fn disconnects(&self) -> u64 {
+        self.disconnects.load(Ordering::SeqCst)
     }
 
     /// The master's position in the configured list.
@@ -134,7 +147,15 @@ impl Node {
     {
         match tokio::time::timeout(timeout, request).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(err)) => Err(classify(&err)),
+            Ok(Err(err)) => {
+                let kind = classify(&err);
+                if matches!(kind, NodeErrorKind::Connection(_)) {
+                    // The connection manager reconnects after this: no reply from the new
+                    // connection is trusted before the master's identity is checked again.
+                    self.disconnects.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(kind)
+            }
             Err(_) => Err(NodeErrorKind::Timeout),
         }
     }

@@ -1,16 +1,37 @@
-//! `quorlock-chaos`: the harness's command line. `list` shows the named fault scenarios;
-//! `run --scenario NAME` runs one against local masters and reports whether RedLock's
-//! guarantees held.
+//! `quorlock-chaos`: the harness's command line.
+//!
+//! - `list` shows the named fault scenarios; `run --scenario NAME` runs one against local masters
+//!   and reports whether RedLock's guarantees held.
+//! - `demo` starts 5 local masters, runs contending workers through master failures, and shows the
+//!   quorum at work. It lives here rather than in the `quorlock` binary because it needs this
+//!   harness, and the harness depends on the lock library: the other way round would be a cycle.
 
+mod demo;
+mod progress;
+mod report;
 mod scenarios;
+mod workers;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use tokio::signal::unix::{signal, SignalKind};
+
+/// Exit code when the demo's checks found a violation.
+const CHECKS_FAILED: u8 = 1;
+/// Exit code when redis-server is missing (`EX_UNAVAILABLE`).
+const MISSING_REDIS: u8 = 69;
+/// Exit code when the harness itself failed (`EX_SOFTWARE`).
+const HARNESS_FAILED: u8 = 70;
+/// Exit code after Ctrl-C (128 + SIGINT) or SIGTERM (128 + 15).
+const INTERRUPTED: u8 = 130;
+const TERMINATED: u8 = 143;
 
 /// Chaos harness for quorlock.
 #[derive(Debug, Parser)]
-#[command(name = "quorlock-chaos", version)]
+#[command(name = "quorlock-chaos", version, args_override_self = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -22,6 +43,19 @@ enum Command {
     List,
     /// Run one scenario and report (exit 0 pass or inconclusive, 1 violation, 2 harness failure)
     Run(scenarios::RunArgs),
+    /// Start 5 local masters, run contending workers, kill 2 then 3 masters, restore them, and
+    /// print a summary and an SVG timeline
+    Demo {
+        /// Where to write the SVG timeline
+        #[arg(long, value_name = "PATH", default_value = "quorlock-demo.svg")]
+        svg: PathBuf,
+        /// Length of each of the 4 phases, in seconds
+        #[arg(long, value_name = "SECONDS", default_value_t = 3.0)]
+        phase: f64,
+        /// Number of contending workers (split over 2 resources)
+        #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+        workers: u16,
+    },
 }
 
 #[tokio::main]
@@ -29,5 +63,52 @@ async fn main() -> ExitCode {
     match Cli::parse().command {
         Command::List => scenarios::list(),
         Command::Run(args) => scenarios::run(args).await,
+        Command::Demo { svg, phase, workers } => run_demo(svg, phase, workers).await,
+    }
+}
+
+/// Runs the demo, stopping every master it started on Ctrl-C or SIGTERM.
+async fn run_demo(svg: PathBuf, phase: f64, workers: u16) -> ExitCode {
+    let phase = match Duration::try_from_secs_f64(phase) {
+        Ok(phase) if phase >= Duration::from_millis(500) => phase,
+        _ => {
+            eprintln!("quorlock-chaos: --phase {phase} must be at least 0.5 seconds");
+            return ExitCode::from(64);
+        }
+    };
+    let options = demo::Options {
+        svg,
+        phase,
+        workers: usize::from(workers),
+    };
+    let (mut interrupt, mut terminate) =
+        match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+            (Ok(i), Ok(t)) => (i, t),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("quorlock-chaos: cannot catch signals: {e}");
+                return ExitCode::from(HARNESS_FAILED);
+            }
+        };
+    // Dropping the demo on a signal drops its cluster, which stops every master it started.
+    let outcome = tokio::select! {
+        outcome = demo::run(options) => outcome,
+        _ = interrupt.recv() => Err(demo::Stop::Interrupted(INTERRUPTED)),
+        _ = terminate.recv() => Err(demo::Stop::Interrupted(TERMINATED)),
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(CHECKS_FAILED),
+        Err(demo::Stop::MissingRedis) => {
+            eprintln!("{}", demo::INSTALL_HINT);
+            ExitCode::from(MISSING_REDIS)
+        }
+        Err(demo::Stop::Failed(message)) => {
+            eprintln!("\nquorlock-chaos: {message}");
+            ExitCode::from(HARNESS_FAILED)
+        }
+        Err(demo::Stop::Interrupted(code)) => {
+            eprintln!("\nquorlock-chaos: interrupted; every master the demo started is stopped");
+            ExitCode::from(code)
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! A tour on local masters it starts itself: take, extend and release locks, then watch the quorum
 //! ride out two dead masters and refuse cleanly when a third dies.
 //!
-//! Run it with `chaos/demo` (installs redis-server when missing) or `cargo run --example demo`.
+//! Run it with `cargo run --example tour` (needs redis-server). The full demo, with contending
+//! workers, a summary and a timeline, is `chaos/demo`.
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,44 @@
+//! `quorlock demo`: hands over to the demo, which lives in the `quorlock-chaos` binary.
+//!
+//! The demo starts and breaks local masters with the chaos harness, and the harness itself
+//! depends on this crate, so the demo cannot be compiled into this binary without a dependency
+//! cycle. When `quorlock-chaos` was built next to this binary (a workspace build), `quorlock demo`
+//! runs it; otherwise it says how to run the demo from a source checkout.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::cli::args::DemoArgs;
+use crate::cli::exit::{Failure, UNAVAILABLE};
+
+/// The binary that carries the demo.
+const DEMO_BINARY: &str = "quorlock-chaos";
+
+/// Replaces this process with `quorlock-chaos demo ARGS...`.
+///
+/// # Errors
+/// [`UNAVAILABLE`] when the demo binary is not next to this one, or cannot be executed.
+pub fn demo(args: DemoArgs) -> Failure {
+    let Some(binary) = sibling() else {
+        return Failure::new(
+            UNAVAILABLE,
+            format!(
+                "the demo ships as the {DEMO_BINARY} binary of the source repository: run chaos/demo in a checkout (it installs redis-server when missing), or cargo run --release -p quorlock-chaos -- demo"
+            ),
+        );
+    };
+    let err = Command::new(&binary)
+        .arg("demo")
+        .args::<_, OsString>(args.args)
+        .exec();
+    Failure::new(UNAVAILABLE, format!("cannot run {}: {err}", binary.display()))
+}
+
+/// `quorlock-chaos` in the directory of the running binary, if it is there.
+fn sibling() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let candidate = exe.parent()?.join(DEMO_BINARY);
+    candidate.is_file().then_some(candidate)
+}

@@ -1,0 +1,176 @@
+//! `quorlock run`: take the lock, run the command while the lock is held, release it after.
+//!
+//! The order of events is what makes this safe to put in front of a cron job or a migration:
+//! 1. acquire, waiting up to `--wait` (exit 75 if not acquired; a stop signal aborts the wait);
+//! 2. start the command with `QUORLOCK_KEY`, `QUORLOCK_TOKEN` and `QUORLOCK_VALIDITY_MS` (and
+//!    `QUORLOCK_FENCE`, the fencing token, with `--fence`);
+//! 3. while it runs, the watchdog keeps the lock alive; if the lock is lost anyway, SIGTERM the command's process
+//!    group, SIGKILL it after `--grace`, and exit 76;
+//! 4. forward SIGINT / SIGTERM / SIGHUP to the command (SIGKILL after `--grace`);
+//! 5. release the lock the moment the command ends, and exit with the command's own code.
+
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use quorlock::{Guard, Quorlock, ReleaseError};
+use tokio::time::Instant;
+use tracing::{debug, info};
+
+use crate::cli::args::RunArgs;
+use crate::cli::child::{self, Supervised};
+use crate::cli::connect::{take, Masters};
+use crate::cli::duration::show;
+use crate::cli::exit::{self, Failure, LOST, SOFTWARE};
+use crate::cli::signals::Signals;
+
+/// Runs `args.command` under the lock on `args.key` and returns the exit code.
+///
+/// # Errors
+/// A [`Failure`] carrying the exit code: not acquired (75), lost (76), cannot run the command
+/// (126/127), interrupted while waiting (128 + signal), or a configuration error.
+pub async fn run(args: RunArgs, masters: &Masters, signals: &mut Signals) -> Result<u8, Failure> {
+    let locks = masters.connect(args.lock.wait).await?;
+    let guard = tokio::select! {
+        acquired = take(&locks, &args.key, args.lock.ttl, args.lock.fence) => acquired?,
+        signal = signals.recv() => {
+            settle(&locks).await;
+            return Err(Failure::new(
+                exit::signaled(signal as i32),
+                format!("{signal} while waiting for the lock on {:?}; nothing was run", args.key),
+            ));
+        }
+    };
+    info!(key = %args.key, validity_ms = guard.validity().as_millis() as u64, "lock acquired");
+    // Renewed every ttl/3 by the watchdog while the command runs; `guard.lost()` fires if it fails.
+    guard.keep_alive();
+    let mut env = vec![
+        ("QUORLOCK_KEY", args.key.clone()),
+        ("QUORLOCK_TOKEN", guard.token().to_owned()),
+        ("QUORLOCK_VALIDITY_MS", guard.validity().as_millis().to_string()),
+    ];
+    if let Some(fence) = guard.fencing_token() {
+        env.push(("QUORLOCK_FENCE", fence.to_string()));
+    }
+    let mut command = match child::spawn(&args.command, &env) {
+        Ok(command) => command,
+        Err(failure) => {
+            release_quietly(guard).await;
+            return Err(failure);
+        }
+    };
+    let end = supervise(&mut command, &guard, signals, args.grace).await;
+    finish(end, guard, &args).await
+}
+
+/// How the command ended.
+#[derive(Debug)]
+enum End {
+    /// It exited on its own, or after a forwarded signal.
+    Exited(ExitStatus),
+    /// The lock was lost, and the command was stopped.
+    Lost(ExitStatus),
+    /// Waiting on the command failed.
+    Unknown(std::io::Error),
+}
+
+/// Waits for the command, stopping it when the lock is lost and forwarding stop signals.
+async fn supervise(command: &mut Supervised, guard: &Guard, signals: &mut Signals, grace: Duration) -> End {
+    let mut lost = false;
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        let deadline = kill_at.unwrap_or_else(Instant::now);
+        tokio::select! {
+            biased;
+            () = guard.lost(), if !lost => {
+                lost = true;
+                debug!("lock lost; stopping the command");
+                command.signal(Signal::SIGTERM);
+                kill_at.get_or_insert_with(|| Instant::now() + grace);
+            }
+            status = command.wait() => {
+                return match status {
+                    // The lock may have run out while the command was finishing.
+                    Ok(status) if lost || guard.is_lost() => End::Lost(status),
+                    Ok(status) => End::Exited(status),
+                    Err(err) => End::Unknown(err),
+                };
+            }
+            signal = signals.recv() => {
+                debug!(%signal, "forwarding to the command");
+                command.signal(signal);
+                kill_at.get_or_insert_with(|| Instant::now() + grace);
+            }
+            () = tokio::time::sleep_until(deadline), if kill_at.is_some() => {
+                debug!("grace period over; killing the command");
+                command.signal(Signal::SIGKILL);
+                kill_at = None;
+            }
+        }
+    }
+}
+
+/// Releases the lock and turns the command's end into quorlock's exit code.
+async fn finish(end: End, guard: Guard, args: &RunArgs) -> Result<u8, Failure> {
+    let key = &args.key;
+    match end {
+        End::Lost(status) => {
+            release_quietly(guard).await;
+            Err(Failure::new(
+                LOST,
+                format!(
+                    "lock on {key:?} was lost while the command ran (not kept on a majority of masters); the command was stopped ({})",
+                    describe(status)
+                ),
+            ))
+        }
+        End::Unknown(err) => {
+            release_quietly(guard).await;
+            Err(Failure::new(
+                SOFTWARE,
+                format!("lost track of the command: {err}"),
+            ))
+        }
+        End::Exited(status) => match guard.release().await {
+            Ok(released) => {
+                debug!(held = released.held, masters = released.masters, "lock released");
+                Ok(exit::of_child(status))
+            }
+            Err(err @ ReleaseError::Expired { .. }) => Err(Failure::new(
+                LOST,
+                format!("the command ended ({}), but {err}", describe(status)),
+            )),
+            Err(err) => {
+                // The command's own result stands; the keys left behind expire with the TTL.
+                eprintln!(
+                    "quorlock: warning: {err}; the rest expires within {}",
+                    show(args.lock.ttl)
+                );
+                Ok(exit::of_child(status))
+            }
+        },
+    }
+}
+
+/// Releases a lock whose outcome no longer changes the exit code.
+async fn release_quietly(guard: Guard) {
+    if let Err(err) = guard.release().await {
+        debug!(%err, "release after the command");
+    }
+}
+
+/// Gives the release of an abandoned acquire round, which runs on a spawned task, the time to
+/// reach the masters before the process exits.
+async fn settle(locks: &Quorlock) {
+    tokio::time::sleep(locks.config().node_timeout * 2).await;
+}
+
+/// "exit code 3", "killed by SIGTERM".
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal().map(Signal::try_from)) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(Ok(signal))) => format!("killed by {signal}"),
+        (None, Some(Err(_))) | (None, None) => status.to_string(),
+    }
+}

@@ -1,0 +1,171 @@
+//! `quorlock status KEY`: each master's view of a lock, and whether one token holds a majority.
+//!
+//! For operators: which masters answer, which token each holds and for how much longer, and the
+//! verdict the lock's clients would reach. A read-only snapshot; it never changes the lock.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use quorlock::{Inspection, MasterState};
+use serde_json::{json, Value};
+
+use crate::cli::args::StatusArgs;
+use crate::cli::connect::Masters;
+use crate::cli::duration::show;
+use crate::cli::exit::{Failure, OK, USAGE};
+
+/// Prints the lock's state as a table, or as one JSON object with `--json`.
+///
+/// # Errors
+/// A configuration error, or an empty key.
+pub async fn status(args: StatusArgs, masters: &Masters) -> Result<u8, Failure> {
+    let locks = masters.connect(Duration::ZERO).await?;
+    let inspection = locks
+        .inspect(&args.key)
+        .await
+        .map_err(|e| Failure::new(USAGE, e.to_string()))?;
+    if args.json {
+        println!("{}", to_json(&inspection));
+    } else {
+        print!("{}", to_table(&inspection));
+    }
+    Ok(OK)
+}
+
+/// The headline verdict.
+fn verdict(i: &Inspection) -> String {
+    let n = i.masters.len();
+    let reachable = i.reachable();
+    let mut line = match (i.holder(), i.leading()) {
+        (Some(token), _) => {
+            let count = i.masters.iter().filter(|m| m.token() == Some(token)).count();
+            format!(
+                "lock {:?} is held: token {token} on {count} of {n} masters ({} needed)",
+                i.resource, i.quorum
+            )
+        }
+        (None, Some((token, count))) => format!(
+            "lock {:?} is not held: no token on a majority (at most {token} on {count} of {n}, {} needed)",
+            i.resource, i.quorum
+        ),
+        (None, None) => format!("lock {:?} is free on every master that answered", i.resource),
+    };
+    let _ = write!(line, "; {reachable} of {n} masters answered");
+    if reachable < i.quorum {
+        line.push_str(", fewer than a majority: no lock can be taken now");
+    }
+    line
+}
+
+/// The human-readable table.
+fn to_table(i: &Inspection) -> String {
+    let mut out = verdict(i);
+    out.push('\n');
+    let width = i.masters.iter().map(|m| m.addr.len()).max().unwrap_or(0).max(7);
+    let _ = writeln!(
+        out,
+        "  {:<6}  {:<width$}  {:<11}  {:<32}  ttl",
+        "master", "address", "state", "token"
+    );
+    for m in &i.masters {
+        let (state, token, ttl) = match &m.state {
+            Ok(Some(h)) => (
+                "held",
+                h.token.as_str(),
+                h.ttl.map_or_else(|| "no expiry".to_owned(), show),
+            ),
+            Ok(None) => ("free", "-", "-".to_owned()),
+            Err(kind) if kind.is_unreachable() => ("unreachable", "-", kind.to_string()),
+            Err(kind) => ("error", "-", kind.to_string()),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<6}  {:<width$}  {state:<11}  {token:<32}  {ttl}",
+            m.node, m.addr
+        );
+    }
+    out
+}
+
+/// The machine-readable form.
+fn to_json(i: &Inspection) -> Value {
+    let nodes: Vec<Value> = i.masters.iter().map(node_json).collect();
+    json!({
+        "resource": i.resource,
+        "key": i.key,
+        "masters": i.masters.len(),
+        "quorum": i.quorum,
+        "reachable": i.reachable(),
+        "held": i.is_held(),
+        "holder": i.holder(),
+        "nodes": nodes,
+    })
+}
+
+fn node_json(m: &MasterState) -> Value {
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let (token, pttl, error) = match &m.state {
+        Ok(Some(h)) => (Some(h.token.as_str()), h.ttl.map(millis), None),
+        Ok(None) => (None, None, None),
+        Err(kind) => (None, None, Some(kind.to_string())),
+    };
+    json!({
+        "node": m.node,
+        "addr": m.addr,
+        "reachable": m.is_reachable(),
+        "token": token,
+        "pttl_ms": pttl,
+        "error": error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorlock::{Holding, NodeErrorKind};
+
+    fn sample() -> Inspection {
+        let held = |node: usize, token: &str| MasterState {
+            node,
+            addr: format!("127.0.0.1:700{node}"),
+            state: Ok(Some(Holding {
+                token: token.into(),
+                ttl: Some(Duration::from_millis(2500)),
+            })),
+        };
+        Inspection {
+            resource: "k".into(),
+            key: "k".into(),
+            quorum: 2,
+            masters: vec![
+                held(0, "abc"),
+                MasterState {
+                    node: 1,
+                    addr: "127.0.0.1:7001".into(),
+                    state: Err(NodeErrorKind::Timeout),
+                },
+                held(2, "abc"),
+            ],
+        }
+    }
+
+    #[test]
+    fn json_names_the_holder_and_each_master() {
+        let v = to_json(&sample());
+        assert_eq!(v["held"], true);
+        assert_eq!(v["holder"], "abc");
+        assert_eq!(v["reachable"], 2);
+        assert_eq!(v["nodes"][1]["reachable"], false);
+        assert_eq!(v["nodes"][1]["error"], "timed out");
+        assert_eq!(v["nodes"][2]["pttl_ms"], 2500);
+    }
+
+    #[test]
+    fn table_has_a_verdict_and_one_row_per_master() {
+        let table = to_table(&sample());
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 5, "{table}");
+        assert!(lines[0].contains("is held: token abc on 2 of 3"), "{table}");
+        assert!(lines[3].contains("unreachable"), "{table}");
+    }
+}

@@ -1,0 +1,715 @@
+//! Fencing-token arithmetic: reading the replies of the two fenced rounds, choosing the token, and
+//! deciding how (and whether) a master that lost its counter may be repaired.
+//!
+//! # The protocol
+//! Every master keeps one fencing counter, shared by every resource.
+//! - **Round 1 (acquire).** On each master one script does `SET key token NX PX ttl` and, only if
+//!   that succeeded, `INCR counter`, returning the counter. A master whose counter is missing (fresh,
+//!   or it lost its data) or lower than this client last saw it sets nothing and asks for repair.
+//! - **The token** is `T = max` of the counters returned by the masters that granted the lock.
+//! - **Round 2 (commit).** On the masters that granted it, a script does
+//!   `if GET key == token then counter = max(counter, T)`. `T` is issued only when a majority
+//!   confirmed, inside the validity of the whole acquisition; otherwise the acquisition failed and is
+//!   released everywhere.
+//!
+//! # Why tokens never go backwards
+//! Counters only grow: `INCR` and `max` never lower them, and a master whose counter was lost votes
+//! again only after repair (below). Let holder A be issued `T_A` by a commit majority `C_A`, and let
+//! holder B be granted by a round-1 majority `G_B`. Two majorities of the same masters share a
+//! master `m`. At `m`, A's commit ran while A's key was there, so the counter at `m` was at least
+//! `T_A` from then on. B's `SET NX` at `m` succeeded, so it ran while no key was there: either after
+//! A's key was gone, hence after A's commit and B's counter at `m` is at least `T_A + 1`; or before
+//! A's `SET` at `m`.
+//! - **Successive holders** (B started after A's token was issued): B's `SET` at `m` came after A's
+//!   commit, so `T_B >= T_A + 1`.
+//! - **A holder paused between the rounds** (A finished round 1, paused, and B acquired in the
+//!   meantime): B's `SET NX` at `m` found A's key gone, and a key never comes back, so A's commit at
+//!   `m` fails, on every majority A could use. A gets no token at all.
+//! - **Any two issued tokens differ**, and at every master where both committed, the holder whose key
+//!   came first has the lower token (apply the argument at a master of `C_A ∩ C_B`).
+//!
+//! None of this needs clocks: it holds however long a client pauses and however early keys expire.
+//!
+//! # Repair of a master that lost its counter
+//! A master that restarted without its data answers round 1 with "counter missing" (or "counter
+//! below what this client saw") and does not vote. It is repaired by raising its counter to the
+//! maximum read from a majority of *other* masters that still have theirs, and only after every
+//! acquisition that may have counted its acknowledgement from before the loss is over: after the
+//! longest TTL has passed since it restarted ([`repair_due`]). Then every issued token is still held
+//! by its commit majority minus the masters that lost it, and any majority of intact masters meets
+//! that remainder, because `q + (q - k) > n - k` for a majority `q` of `n` and `k` lost masters.
+//! If *every* master answers that its counter is missing, no token was ever issued (or every
+//! master lost its data, which is outside the model) and the counters start at zero.
+//!
+//! Lua numbers are doubles: tokens are exact up to 2^53, which at a million locks per second lasts
+//! about 285 years.
+
+use std::time::{Duration, Instant};
+
+use super::timing::quorum;
+
+/// A master's answer to the round-1 script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcquireReply {
+    /// The lock was taken; the counter after `INCR`.
+    Granted(u64),
+    /// Another token holds the key.
+    Held,
+    /// The master has no counter: it is fresh, or it lost its data. It needs repair.
+    Uninitialized,
+    /// The counter is lower than this client saw it before: the master lost writes. It needs repair.
+    Regressed,
+}
+
+impl AcquireReply {
+    /// Reads the script's integer reply; `None` for a value the script never returns.
+    pub fn from_reply(reply: i64) -> Option<Self> {
+        match reply {
+            -1 => Some(AcquireReply::Held),
+            -2 => Some(AcquireReply::Uninitialized),
+            -3 => Some(AcquireReply::Regressed),
+            n if n >= 1 => u64::try_from(n).ok().map(AcquireReply::Granted),
+            _ => None,
+        }
+    }
+
+    /// Whether the master must be repaired before its vote counts.
+    pub fn needs_repair(&self) -> bool {
+        matches!(self, AcquireReply::Uninitialized | AcquireReply::Regressed)
+    }
+}
+
+/// The fencing token of an acquisition: the largest counter among the masters that granted it.
+///
+/// `None` when no master granted it.
+pub fn fencing_token<I: IntoIterator<Item = u64>>(granted: I) -> Option<u64> {
+    granted.into_iter().max()
+}
+
+/// One master's counter, as read for a repair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CounterRead {
+    /// The master has a counter, and is not itself waiting for repair.
+    Present(u64),
+    /// The master has no counter.
+    Absent,
+    /// The master is waiting for repair (its counter may be behind), or did not answer.
+    Unusable,
+}
+
+/// What a repair may do with the counters read from every master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RepairTarget {
+    /// Raise the masters that need it to this value (read from a majority of intact masters).
+    Raise(u64),
+    /// Every master answered that it has no counter: start them all at zero.
+    Bootstrap,
+    /// Too few intact masters answered; try again later.
+    Undecided {
+        /// How many intact masters answered.
+        present: usize,
+        /// How many are needed.
+        required: usize,
+    },
+}
+
+/// Decides a repair from one read per master (in any order).
+pub fn repair_target(reads: &[CounterRead]) -> RepairTarget {
+    let n = reads.len();
+    let required = quorum(n);
+    let present: Vec<u64> = reads
+        .iter()
+        .filter_map(|r| match r {
+            CounterRead::Present(v) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    if n > 0 && reads.iter().all(|r| *r == CounterRead::Absent) {
+        return RepairTarget::Bootstrap;
+    }
+    match present.iter().max() {
+        Some(max) if present.len() >= required => RepairTarget::Raise(*max),
+        _ => RepairTarget::Undecided {
+            present: present.len(),
+            required,
+        },
+    }
+}
+
+/// Whether a master that (re)started at `started` may be repaired at `now`: once `grace` (at least
+/// the longest TTL in use) has passed, no acquisition can still count an acknowledgement it gave
+/// before it lost its data.
+pub fn repair_due(started: Instant, grace: Duration, now: Instant) -> bool {
+    started.checked_add(grace).is_none_or(|due| now >= due)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn replies_are_read_exactly() {
+        assert_eq!(AcquireReply::from_reply(7), Some(AcquireReply::Granted(7)));
+        assert_eq!(AcquireReply::from_reply(-1), Some(AcquireReply::Held));
+        assert_eq!(AcquireReply::from_reply(-2), Some(AcquireReply::Uninitialized));
+        assert_eq!(AcquireReply::from_reply(-3), Some(AcquireReply::Regressed));
+        assert_eq!(AcquireReply::from_reply(0), None);
+        assert_eq!(AcquireReply::from_reply(-4), None);
+        assert!(AcquireReply::Regressed.needs_repair());
+        assert!(!AcquireReply::Held.needs_repair());
+    }
+
+    #[test]
+    fn the_token_is_the_largest_granted_counter() {
+        assert_eq!(fencing_token([3, 9, 4]), Some(9));
+        assert_eq!(fencing_token(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn repair_needs_a_majority_of_intact_counters() {
+        use CounterRead::*;
+        assert_eq!(
+            repair_target(&[Present(4), Present(9), Absent]),
+            RepairTarget::Raise(9)
+        );
+        assert_eq!(
+            repair_target(&[Present(4), Unusable, Absent]),
+            RepairTarget::Undecided {
+                present: 1,
+                required: 2
+            }
+        );
+        assert_eq!(repair_target(&[Absent, Absent, Absent]), RepairTarget::Bootstrap);
+        // A majority of absent counters with one master silent is not a fresh deployment.
+        assert_eq!(
+            repair_target(&[Absent, Absent, Unusable]),
+            RepairTarget::Undecided {
+                present: 0,
+                required: 2
+            }
+        );
+    }
+
+    #[test]
+    fn repair_waits_for_the_grace() {
+        let t0 = Instant::now();
+        let grace = Duration::from_secs(10);
+        assert!(!repair_due(t0, grace, t0 + Duration::from_secs(9)));
+        assert!(repair_due(t0, grace, t0 + grace));
+    }
+
+    // ----- The model: N masters with counters, clients interleaved arbitrarily -----
+
+    /// One step of the interleaving. Indices are reduced modulo the number of clients or masters.
+    #[derive(Debug, Clone, Copy)]
+    enum Op {
+        /// A client starts an acquisition (if idle).
+        Start(usize),
+        /// A client's round-1 script runs on a master.
+        Ask(usize, usize),
+        /// A client ends round 1 (with a majority: computes T and moves to commit; else fails).
+        EndRound1(usize),
+        /// A client's commit script runs on a master that granted it.
+        Commit(usize, usize),
+        /// A client ends round 2: issued with a majority of commits, else fails and releases.
+        EndCommit(usize),
+        /// A holder releases its keys.
+        Release(usize),
+        /// A master's key vanishes (TTL, clock jump, eviction): at any time, as early as you like.
+        Expire(usize),
+        /// A master restarts keeping its data (keys whose TTL passed meanwhile are gone).
+        Restart(usize),
+        /// A master restarts without its data.
+        Wipe(usize),
+        /// The client repairs a master that lost its counter (only once the grace has passed),
+        /// without hearing from a second master (slow or down during the read).
+        Repair(usize, usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..8usize).prop_map(Op::Start),
+            20 => (0..8usize, 0..8usize).prop_map(|(c, m)| Op::Ask(c, m)),
+            6 => (0..8usize).prop_map(Op::EndRound1),
+            20 => (0..8usize, 0..8usize).prop_map(|(c, m)| Op::Commit(c, m)),
+            6 => (0..8usize).prop_map(Op::EndCommit),
+            4 => (0..8usize).prop_map(Op::Release),
+            2 => (0..8usize).prop_map(Op::Expire),
+            1 => (0..8usize).prop_map(Op::Restart),
+            1 => (0..8usize).prop_map(Op::Wipe),
+            2 => (0..8usize, 0..8usize).prop_map(|(m, s)| Op::Repair(m, s)),
+        ]
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct KeyOwner {
+        client: usize,
+        attempt: u64,
+    }
+
+    #[derive(Debug, Clone)]
+    struct Master {
+        key: Option<(KeyOwner, u64)>,
+        counter: Option<u64>,
+        wiped_at: Option<u64>,
+    }
+
+    #[derive(Debug, Clone)]
+    enum Phase {
+        Idle,
+        Round1 {
+            asked: Vec<bool>,
+            granted: Vec<(usize, u64)>,
+        },
+        Commit {
+            token: u64,
+            granted: Vec<usize>,
+            asked: Vec<bool>,
+            committed: usize,
+        },
+        Holding,
+    }
+
+    #[derive(Debug, Clone)]
+    struct Client {
+        phase: Phase,
+        attempt: u64,
+        started: u64,
+        round1_end: u64,
+        commit_start: Option<u64>,
+    }
+
+    #[derive(Debug, Clone, Copy)]
+    struct Issue {
+        token: u64,
+        started: u64,
+        round1_end: u64,
+        commit_start: u64,
+        issued: u64,
+    }
+
+    struct Model {
+        masters: Vec<Master>,
+        clients: Vec<Client>,
+        now: u64,
+        issues: Vec<Issue>,
+        /// Acquisitions that finished round 1 but were never issued a token.
+        denied: usize,
+        /// Whether repair waits out the grace (the real client always does).
+        grace: bool,
+        /// A deliberately broken commit that does not check the key (for the negative control).
+        blind_commit: bool,
+    }
+
+    impl Model {
+        fn new(n: usize, clients: usize) -> Self {
+            Self {
+                masters: vec![
+                    Master {
+                        key: None,
+                        counter: Some(0),
+                        wiped_at: None,
+                    };
+                    n
+                ],
+                clients: vec![
+                    Client {
+                        phase: Phase::Idle,
+                        attempt: 0,
+                        started: 0,
+                        round1_end: 0,
+                        commit_start: None,
+                    };
+                    clients
+                ],
+                now: 0,
+                issues: Vec::new(),
+                denied: 0,
+                grace: true,
+                blind_commit: false,
+            }
+        }
+
+        fn owner(&self, c: usize) -> KeyOwner {
+            KeyOwner {
+                client: c,
+                attempt: self.clients[c].attempt,
+            }
+        }
+
+        fn release(&mut self, c: usize) {
+            let me = self.owner(c);
+            for m in &mut self.masters {
+                if m.key.is_some_and(|(k, _)| k == me) {
+                    m.key = None;
+                }
+            }
+            self.clients[c].phase = Phase::Idle;
+        }
+
+        fn fail(&mut self, c: usize) {
+            let client = &self.clients[c];
+            if !matches!(client.phase, Phase::Idle | Phase::Round1 { .. } | Phase::Holding) {
+                self.denied += 1;
+            }
+            self.release(c);
+        }
+
+        fn step(&mut self, op: Op) {
+            self.now += 1;
+            let n = self.masters.len();
+            let k = self.clients.len();
+            let q = quorum(n);
+            match op {
+                Op::Start(c) => {
+                    let c = c % k;
+                    if matches!(self.clients[c].phase, Phase::Idle) {
+                        let client = &mut self.clients[c];
+                        client.attempt += 1;
+                        client.started = self.now;
+                        client.commit_start = None;
+                        client.phase = Phase::Round1 {
+                            asked: vec![false; n],
+                            granted: Vec::new(),
+                        };
+                    }
+                }
+                Op::Ask(c, m) => {
+                    let (c, m) = (c % k, m % n);
+                    let me = self.owner(c);
+                    let now = self.now;
+                    if let Phase::Round1 { asked, granted } = &mut self.clients[c].phase {
+                        // The next master this client has not asked yet, from `m` on.
+                        let Some(m) = (0..n).map(|j| (m + j) % n).find(|i| !asked[*i]) else {
+                            return;
+                        };
+                        asked[m] = true;
+                        // The round-1 script.
+                        let master = &mut self.masters[m];
+                        if let Some(counter) = master.counter.as_mut() {
+                            if master.key.is_none() {
+                                master.key = Some((me, now));
+                                *counter += 1;
+                                granted.push((m, *counter));
+                            }
+                        }
+                    }
+                }
+                Op::EndRound1(c) => {
+                    let c = c % k;
+                    if let Phase::Round1 { granted, asked } = &self.clients[c].phase {
+                        let all_asked = asked.iter().all(|a| *a);
+                        if granted.len() >= q {
+                            let token = fencing_token(granted.iter().map(|(_, v)| *v));
+                            let granted = granted.iter().map(|(m, _)| *m).collect();
+                            let client = &mut self.clients[c];
+                            client.round1_end = self.now;
+                            client.phase = Phase::Commit {
+                                token: token.unwrap_or(0),
+                                granted,
+                                asked: vec![false; n],
+                                committed: 0,
+                            };
+                        } else if all_asked {
+                            self.release(c);
+                        }
+                    }
+                }
+                Op::Commit(c, m) => {
+                    let (c, m) = (c % k, m % n);
+                    let me = self.owner(c);
+                    let now = self.now;
+                    let blind = self.blind_commit;
+                    let client = &mut self.clients[c];
+                    if let Phase::Commit {
+                        token,
+                        granted,
+                        asked,
+                        committed,
+                    } = &mut client.phase
+                    {
+                        client.commit_start.get_or_insert(now);
+                        // The next granted master not yet asked to commit, from `m` on.
+                        let Some(m) = (0..n)
+                            .map(|j| (m + j) % n)
+                            .find(|i| granted.contains(i) && !asked[*i])
+                        else {
+                            return;
+                        };
+                        asked[m] = true;
+                        // The commit script.
+                        let master = &mut self.masters[m];
+                        if blind || master.key.is_some_and(|(o, _)| o == me) {
+                            let counter = master.counter.get_or_insert(0);
+                            *counter = (*counter).max(*token);
+                            *committed += 1;
+                        }
+                    }
+                }
+                Op::EndCommit(c) => {
+                    let c = c % k;
+                    let now = self.now;
+                    let client = &mut self.clients[c];
+                    if let Phase::Commit {
+                        token,
+                        committed,
+                        ref granted,
+                        ref asked,
+                    } = client.phase
+                    {
+                        let all_asked = granted.iter().all(|m| asked[*m]);
+                        let commit_start = *client.commit_start.get_or_insert(now);
+                        if committed >= q {
+                            self.issues.push(Issue {
+                                token,
+                                started: client.started,
+                                round1_end: client.round1_end,
+                                commit_start,
+                                issued: now,
+                            });
+                            client.phase = Phase::Holding;
+                        } else if all_asked {
+                            self.fail(c);
+                        }
+                    }
+                }
+                Op::Release(c) => {
+                    let c = c % k;
+                    if matches!(self.clients[c].phase, Phase::Holding) {
+                        self.release(c);
+                    }
+                }
+                Op::Expire(m) | Op::Restart(m) => self.masters[m % n].key = None,
+                Op::Wipe(m) => {
+                    let master = &mut self.masters[m % n];
+                    master.key = None;
+                    master.counter = None;
+                    master.wiped_at = Some(self.now);
+                }
+                Op::Repair(m, silent) => {
+                    let (m, silent) = (m % n, silent % n);
+                    let Some(wiped_at) = self.masters[m].wiped_at else {
+                        return;
+                    };
+                    if self.masters[m].counter.is_some() {
+                        return;
+                    }
+                    // The grace has passed: every key set before the loss has expired, and every
+                    // acquisition that started before it is past its validity and cannot be issued.
+                    let masters: &mut [Master] = if self.grace { &mut self.masters } else { &mut [] };
+                    for master in masters {
+                        if master.key.is_some_and(|(_, set)| set < wiped_at) {
+                            master.key = None;
+                        }
+                    }
+                    for c in 0..k {
+                        let client = &self.clients[c];
+                        let running = matches!(client.phase, Phase::Round1 { .. } | Phase::Commit { .. });
+                        if self.grace && running && client.started < wiped_at {
+                            self.fail(c);
+                        }
+                    }
+                    let reads: Vec<CounterRead> = self
+                        .masters
+                        .iter()
+                        .enumerate()
+                        .map(|(i, master)| match master.counter {
+                            _ if i == m || i == silent => CounterRead::Unusable,
+                            Some(v) => CounterRead::Present(v),
+                            None => CounterRead::Absent,
+                        })
+                        .collect();
+                    match repair_target(&reads) {
+                        RepairTarget::Raise(v) => self.masters[m].counter = Some(v),
+                        RepairTarget::Bootstrap => self.masters[m].counter = Some(0),
+                        RepairTarget::Undecided { .. } => {}
+                    }
+                }
+            }
+        }
+
+        fn check(&self) -> Result<(), TestCaseError> {
+            for (i, a) in self.issues.iter().enumerate() {
+                for b in &self.issues[i + 1..] {
+                    prop_assert_ne!(a.token, b.token, "two holders were issued the same token");
+                    for (x, y) in [(a, b), (b, a)] {
+                        if x.issued < y.started {
+                            prop_assert!(
+                                x.token < y.token,
+                                "a later holder got a lower token: {:?} then {:?}",
+                                x,
+                                y
+                            );
+                        }
+                        // y acquired entirely while x was paused between its rounds: x gets nothing.
+                        if y.started > x.round1_end && y.issued < x.commit_start {
+                            prop_assert!(
+                                false,
+                                "a holder paused between rounds was issued a token: {:?} during {:?}",
+                                y,
+                                x
+                            );
+                        }
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+
+    fn run(n: usize, clients: usize, ops: &[Op]) -> Result<Model, TestCaseError> {
+        run_with(Model::new(n, clients), ops)
+    }
+
+    fn run_with(mut model: Model, ops: &[Op]) -> Result<Model, TestCaseError> {
+        for op in ops {
+            model.step(*op);
+        }
+        model.check()?;
+        Ok(model)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        #[test]
+        fn tokens_of_successive_holders_strictly_increase(
+            n in prop_oneof![Just(3usize), Just(5)],
+            clients in 2usize..5,
+            ops in proptest::collection::vec(op(), 1..300),
+        ) {
+            run(n, clients, &ops)?;
+        }
+    }
+
+    /// The random interleavings do reach the interesting states: tokens issued, and acquisitions
+    /// denied at the commit; and a commit that skips the key check is caught.
+    #[test]
+    fn random_interleavings_issue_tokens_and_catch_a_blind_commit() {
+        use proptest::strategy::ValueTree;
+        use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+        let mut runner = TestRunner::new_with_rng(
+            Config::default(),
+            TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+        );
+        let strategy = proptest::collection::vec(op(), 100..300);
+        let (mut issued, mut denied, mut caught) = (0, 0, 0);
+        for _ in 0..600 {
+            let ops = strategy
+                .new_tree(&mut runner)
+                .expect("generate a sequence")
+                .current();
+            let model = run(5, 3, &ops).expect("the protocol holds");
+            issued += model.issues.len();
+            denied += model.denied;
+            let mut blind = Model::new(5, 3);
+            blind.blind_commit = true;
+            if run_with(blind, &ops).is_err() {
+                caught += 1;
+            }
+        }
+        eprintln!("issued {issued}, denied {denied}, caught {caught}");
+        assert!(issued > 100, "only {issued} tokens issued");
+        assert!(denied > 50, "only {denied} acquisitions denied at commit");
+        assert!(caught > 0, "the blind commit was never caught");
+    }
+
+    /// The same model must catch the flaw it is there for: with the token taken from the round-1
+    /// counters but no commit round, a holder paused between the rounds keeps a token lower than a
+    /// later holder's and writes with it after that holder.
+    #[test]
+    fn the_model_catches_a_paused_holder_when_it_need_not_commit() {
+        let mut model = Model::new(3, 2);
+        model.step(Op::Start(0));
+        model.step(Op::Ask(0, 0));
+        model.step(Op::Ask(0, 1));
+        model.step(Op::EndRound1(0));
+        // Client 0 pauses; its keys expire; client 1 acquires and is issued a token.
+        model.step(Op::Expire(0));
+        model.step(Op::Expire(1));
+        for op in [
+            Op::Start(1),
+            Op::Ask(1, 0),
+            Op::Ask(1, 1),
+            Op::EndRound1(1),
+            Op::Commit(1, 0),
+            Op::Commit(1, 1),
+            Op::EndCommit(1),
+        ] {
+            model.step(op);
+        }
+        assert!(model.check().is_ok());
+        // With the commit round, client 0 is denied.
+        model.step(Op::Commit(0, 0));
+        model.step(Op::Commit(0, 1));
+        model.step(Op::EndCommit(0));
+        assert_eq!(model.issues.len(), 1);
+        assert_eq!(model.denied, 1);
+        // Skipping the commit (issuing straight from round 1) is what the properties reject.
+        let skipped = Issue {
+            token: 2,
+            started: 1,
+            round1_end: 4,
+            commit_start: model.now,
+            issued: model.now,
+        };
+        model.issues.push(skipped);
+        assert!(model.check().is_err());
+    }
+
+    /// Repair without the grace (raising from a read that races a commit) is caught by the model:
+    /// this is why a master that lost its counter waits out the longest TTL first.
+    #[test]
+    fn the_model_catches_a_repair_that_skips_the_grace() {
+        let hasty = |grace: bool| {
+            let mut model = Model::new(5, 2);
+            model.grace = grace;
+            for (m, counter) in [10u64, 1, 1, 1, 1].into_iter().enumerate() {
+                model.masters[m].counter = Some(counter);
+            }
+            // A is granted on 0, 1, 2 (11, 2, 2: T = 11) and commits on 0 and 1.
+            for op in [
+                Op::Start(0),
+                Op::Ask(0, 0),
+                Op::Ask(0, 1),
+                Op::Ask(0, 2),
+                Op::EndRound1(0),
+                Op::Commit(0, 0),
+                Op::Commit(0, 1),
+                // Master 0 loses its data and is repaired from 2, 3, 4 (master 1 silent): 2.
+                Op::Wipe(0),
+                Op::Repair(0, 1),
+                // A commits on 2 and is issued 11 (if it still can).
+                Op::Commit(0, 2),
+                Op::EndCommit(0),
+                // B is then granted on 0, 3, 4 (3, 2, 2: T = 3).
+                Op::Start(1),
+                Op::Ask(1, 0),
+                Op::Ask(1, 3),
+                Op::Ask(1, 4),
+                Op::EndRound1(1),
+                Op::Commit(1, 0),
+                Op::Commit(1, 3),
+                Op::Commit(1, 4),
+                Op::EndCommit(1),
+            ] {
+                model.step(op);
+            }
+            model
+        };
+        let unsafe_model = hasty(false);
+        assert_eq!(unsafe_model.issues.len(), 2);
+        assert!(
+            unsafe_model.check().is_err(),
+            "the hasty repair lets tokens go backwards"
+        );
+        let safe = hasty(true);
+        assert!(safe.check().is_ok());
+        assert_eq!(
+            safe.issues.len(),
+            1,
+            "A, which started before the loss, is denied"
+        );
+    }
+}

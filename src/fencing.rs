@@ -1,0 +1,466 @@
+//! Fenced acquisition: a lock that comes with a fencing token backed by a majority of masters.
+//!
+//! RedLock alone cannot protect a resource from a holder that pauses past its validity (GC,
+//! SIGSTOP, swap): the holder still believes it holds the lock and writes late. A fencing token lets
+//! the resource itself refuse such writes: every holder gets a number larger than any earlier
+//! holder's, and the resource rejects a token lower than the highest it has seen (see
+//! [`crate::FencedStore`], and the SQL pattern in its docs).
+//!
+//! A fenced acquire makes two rounds, each decided by the same tally as a plain acquire:
+//! 1. on every master, `SET key token NX PX ttl` and, only if that succeeded, `INCR` the master's
+//!    fencing counter (one per master, shared by every resource); the token is the largest counter
+//!    among the majority that granted the lock;
+//! 2. on the masters that granted it, while our key still holds our token, raise the counter to the
+//!    token. The token is issued only when a majority confirmed, inside the validity of the whole
+//!    acquisition; otherwise everything is released and the acquisition failed.
+//!
+//! Why the tokens of successive holders strictly increase, why a holder paused between the rounds
+//! gets no token at all, and how a master that lost its counter is repaired, is argued in
+//! [`crate::core::fencing`] and checked there by a model of N masters under arbitrary interleavings.
+//! The guarantee needs no clock: it holds while every master either keeps its data or is repaired
+//! before it votes again, which this client enforces (a missing or regressed counter refuses to
+//! vote; a restart without `appendfsync always` triggers a repair after the grace period).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use redis::Value;
+use tracing::{debug, field, info, instrument, warn, Span};
+
+use crate::config::FENCE_COUNTER_KEY;
+use crate::coordinator::{new_token, spawn_release, ttl_millis, Inner};
+use crate::core::fencing::{fencing_token, repair_target, AcquireReply, CounterRead, RepairTarget};
+use crate::core::{Decision, Failure, Tally, Timing, Vote};
+use crate::error::{AcquireError, NodeErrorKind, NodeFailure};
+use crate::guard::Guard;
+use crate::node::Node;
+use crate::ops::{LockOps, PlainLock};
+use crate::Quorlock;
+
+/// Round 1: SET NX and, if granted, INCR the counter.
+const FENCE_ACQUIRE_SCRIPT: &str = include_str!("scripts/fence_acquire.lua");
+/// Round 2: raise the counter to the token while our key holds our token.
+const FENCE_COMMIT_SCRIPT: &str = include_str!("scripts/fence_commit.lua");
+/// Repair: raise a counter to a value read from a majority.
+const FENCE_REPAIR_SCRIPT: &str = include_str!("scripts/fence_repair.lua");
+
+impl Quorlock {
+    /// Acquires `resource` for `ttl` with a fencing token, retrying like [`Quorlock::acquire`].
+    ///
+    /// The guard's [`Guard::fencing_token`] is `Some`: pass it with every write to the protected
+    /// resource, which must reject tokens lower than the highest it has seen.
+    ///
+    /// # Errors
+    /// As [`Quorlock::acquire`]. A commit round that fails is reported like a failed acquire round
+    /// ([`AcquireError::NoQuorum`] with the commit's counts, or [`AcquireError::TooSlow`]).
+    #[instrument(skip_all, fields(resource = %resource, attempt = field::Empty, token = field::Empty))]
+    pub async fn acquire_fenced(
+        &self,
+        resource: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Guard, AcquireError> {
+        let timing = check(&self.inner, resource, ttl)?;
+        let plan = self.inner.config.retry;
+        let started = Instant::now();
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            Span::current().record("attempt", attempts);
+            let err = match fenced_round(&self.inner, resource, timing).await {
+                Ok(guard) => {
+                    if let Some(token) = guard.fencing_token() {
+                        Span::current().record("token", token);
+                    }
+                    return Ok(guard);
+                }
+                Err(err) => err,
+            };
+            if !err.is_retryable() {
+                return Err(err);
+            }
+            let delay = self.inner.config.backoff.jitter(&mut rand::rng());
+            match plan.next_delay(attempts, started.elapsed(), delay) {
+                Some(delay) => {
+                    debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying fenced acquire");
+                    tokio::time::sleep(delay).await;
+                }
+                None => {
+                    return Err(AcquireError::Exhausted {
+                        resource: resource.to_owned(),
+                        attempts,
+                        waited: started.elapsed(),
+                        last: Box::new(err),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Makes one fenced acquisition (both rounds), with no retries.
+    ///
+    /// A master found without its fencing counter is repaired first when that is already safe
+    /// (then the round is made once more).
+    ///
+    /// # Errors
+    /// As [`Quorlock::try_acquire`].
+    #[instrument(skip_all, fields(resource = %resource, token = field::Empty))]
+    pub async fn try_acquire_fenced(
+        &self,
+        resource: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Guard, AcquireError> {
+        let timing = check(&self.inner, resource, ttl)?;
+        let guard = fenced_round(&self.inner, resource, timing).await?;
+        if let Some(token) = guard.fencing_token() {
+            Span::current().record("token", token);
+        }
+        Ok(guard)
+    }
+}
+
+impl Guard {
+    /// The fencing token of a lock taken with [`Quorlock::acquire_fenced`]; `None` for a plain lock.
+    ///
+    /// Tokens of successive holders of any resource on these masters strictly increase.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.held.fencing_token.get().copied()
+    }
+}
+
+fn check(inner: &Inner, resource: &str, ttl: std::time::Duration) -> Result<Timing, AcquireError> {
+    if resource.is_empty() {
+        return Err(crate::error::InputError::EmptyResource.into());
+    }
+    Ok(inner.check_ttl(ttl)?)
+}
+
+/// The fencing counter key on every master.
+fn counter_key(inner: &Inner) -> String {
+    let mut key = String::with_capacity(inner.config.key_prefix.len() + FENCE_COUNTER_KEY.len());
+    key.push_str(&inner.config.key_prefix);
+    key.push_str(FENCE_COUNTER_KEY);
+    key
+}
+
+/// One fenced acquisition, with one more try if a repair just made masters usable again.
+async fn fenced_round(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
+    crate::health::tick(inner);
+    repair(inner).await;
+    match two_rounds(inner, resource, timing).await {
+        Err(err) if asked_for_repair(&err) && repair(inner).await > 0 => {
+            two_rounds(inner, resource, timing).await
+        }
+        other => other,
+    }
+}
+
+fn asked_for_repair(err: &AcquireError) -> bool {
+    err.failures()
+        .iter()
+        .any(|f| f.kind == NodeErrorKind::FenceRepair)
+}
+
+/// Releases everywhere on drop unless disarmed: cancel safety of a fenced acquisition.
+struct ReleaseOnDrop(Option<(Arc<Inner>, String, String)>);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        if let Some((inner, key, token)) = self.0.take() {
+            let all = (0..inner.nodes.len()).collect();
+            spawn_release(inner, Arc::new(PlainLock::new(&key, &token)), all);
+        }
+    }
+}
+
+/// Round 1 on one master: the vote, and the counter when granted.
+async fn acquire_on(
+    inner: &Inner,
+    node: &Node,
+    key: &str,
+    counter: &str,
+    token: &str,
+    ttl_ms: u64,
+    counters: &Mutex<Vec<Option<u64>>>,
+) -> Result<(), NodeErrorKind> {
+    let index = node.index();
+    if inner.health.needs_fence_repair(index) {
+        return Err(NodeErrorKind::FenceRepair);
+    }
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(FENCE_ACQUIRE_SCRIPT)
+        .arg(2)
+        .arg(key)
+        .arg(counter)
+        .arg(token)
+        .arg(ttl_ms)
+        .arg(inner.health.fence_floor(index));
+    let reply = match node.query(&cmd).await? {
+        Value::Int(n) => AcquireReply::from_reply(n)
+            .ok_or_else(|| NodeErrorKind::Protocol(format!("fenced acquire returned {n}")))?,
+        other => {
+            return Err(NodeErrorKind::Protocol(format!(
+                "fenced acquire answered {other:?}"
+            )))
+        }
+    };
+    match reply {
+        AcquireReply::Granted(value) => {
+            inner.health.raise_fence_floor(index, value);
+            if let Some(slot) = counters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_mut(index)
+            {
+                *slot = Some(value);
+            }
+            Ok(())
+        }
+        AcquireReply::Held => Err(NodeErrorKind::Held),
+        AcquireReply::Uninitialized | AcquireReply::Regressed => {
+            warn!(
+                node = index,
+                addr = node.addr(),
+                ?reply,
+                "fencing counter missing or behind; the master is repaired before it votes again"
+            );
+            inner.health.mark_fence_repair(index);
+            Err(NodeErrorKind::FenceRepair)
+        }
+    }
+}
+
+/// Round 2 on one master.
+async fn commit_on(
+    node: &Node,
+    key: &str,
+    counter: &str,
+    token: &str,
+    fence: u64,
+) -> Result<(), NodeErrorKind> {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(FENCE_COMMIT_SCRIPT)
+        .arg(2)
+        .arg(key)
+        .arg(counter)
+        .arg(token)
+        .arg(fence);
+    node.script(&cmd).await?.into_result()
+}
+
+fn no_quorum(resource: &str, tally: &Tally, mut failures: Vec<NodeFailure>) -> AcquireError {
+    failures.sort_by_key(|f| f.node);
+    AcquireError::NoQuorum {
+        resource: resource.to_owned(),
+        acquired: tally.yes(),
+        required: tally.required(),
+        masters: tally.masters(),
+        failures,
+    }
+}
+
+fn failed(
+    resource: &str,
+    tally: &Tally,
+    why: Failure,
+    started: Instant,
+    timing: Timing,
+    failures: Vec<NodeFailure>,
+) -> AcquireError {
+    match why {
+        Failure::NoQuorum => no_quorum(resource, tally, failures),
+        Failure::TooSlow => AcquireError::TooSlow {
+            resource: resource.to_owned(),
+            elapsed: started.elapsed(),
+            ttl: timing.ttl(),
+        },
+    }
+}
+
+/// Both rounds of one fenced acquisition; on any failure the key is released on every master.
+async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
+    let key = inner.key(resource);
+    let counter = counter_key(inner);
+    let token = new_token()?;
+    let ttl_ms = ttl_millis(timing.ttl());
+    let n = inner.nodes.len();
+    let mut cleanup = ReleaseOnDrop(Some((Arc::clone(inner), key.clone(), token.clone())));
+    let started = Instant::now();
+
+    // Round 1.
+    let counters = Mutex::new(vec![None; n]);
+    let mut tally = Tally::new(n, timing, started);
+    let mut pending: FuturesUnordered<_> = inner
+        .nodes
+        .iter()
+        .map(|node| {
+            let (key, counter, token, counters) = (&key, &counter, &token, &counters);
+            async move {
+                let result = acquire_on(inner, node, key, counter, token, ttl_ms, counters).await;
+                (node.index(), result)
+            }
+        })
+        .collect();
+    let mut failures = Vec::new();
+    let decision = inner.decide(&mut tally, &mut pending, &mut failures).await;
+    drop(pending);
+    if let Decision::Failed(why) = decision {
+        // Dropping `cleanup` releases on every master from a task, including those still in flight.
+        drop(cleanup);
+        return Err(failed(resource, &tally, why, started, timing, failures));
+    }
+    if !decision.is_final() {
+        drop(cleanup);
+        return Err(no_quorum(resource, &tally, failures));
+    }
+    let counters = counters.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let granted: Vec<usize> = (0..n).filter(|i| tally.vote(*i) == Some(Vote::Yes)).collect();
+    let Some(fence) = fencing_token(granted.iter().filter_map(|i| counters.get(*i).copied().flatten()))
+    else {
+        drop(cleanup);
+        return Err(no_quorum(resource, &tally, failures));
+    };
+    debug!(
+        fence,
+        granted = granted.len(),
+        "round 1 granted; committing the token"
+    );
+
+    // Round 2, decided against the validity of the whole acquisition (same start).
+    let mut commit = Tally::new(n, timing, started);
+    let now = Instant::now();
+    for i in (0..n).filter(|i| !granted.contains(i)) {
+        commit.handle_reply(i, Vote::No, now);
+    }
+    let mut pending: FuturesUnordered<_> = granted
+        .iter()
+        .filter_map(|i| inner.nodes.get(*i))
+        .map(|node| {
+            let (key, counter, token) = (&key, &counter, &token);
+            async move { (node.index(), commit_on(node, key, counter, token, fence).await) }
+        })
+        .collect();
+    let mut commit_failures = Vec::new();
+    let decision = inner
+        .decide(&mut commit, &mut pending, &mut commit_failures)
+        .await;
+    drop(pending);
+    match decision {
+        Decision::Acquired { valid_until, .. } => {
+            for i in (0..n).filter(|i| commit.vote(*i) == Some(Vote::Yes)) {
+                inner.health.raise_fence_floor(i, fence);
+            }
+            cleanup.0 = None;
+            let ops: Arc<dyn LockOps> = Arc::new(PlainLock::new(&key, &token));
+            let guard = Guard::new(
+                Arc::clone(inner),
+                resource.to_owned(),
+                key,
+                token,
+                ops,
+                timing.ttl(),
+                valid_until,
+            );
+            // A new guard's cell is empty, so this cannot fail.
+            let _ = guard.held.fencing_token.set(fence);
+            Ok(guard)
+        }
+        Decision::Failed(why) => {
+            drop(cleanup);
+            Err(failed(resource, &commit, why, started, timing, commit_failures))
+        }
+        Decision::Pending => {
+            drop(cleanup);
+            Err(no_quorum(resource, &commit, commit_failures))
+        }
+    }
+}
+
+/// Repairs the masters whose fencing counter is missing or behind, where that is safe now; returns
+/// how many were repaired.
+///
+/// A master is repaired once the grace has passed since it (re)started, to the largest counter read
+/// from a majority of the *other* masters with intact counters. If every master answers that it has
+/// no counter, no token was ever issued: they all start at zero.
+pub(crate) async fn repair(inner: &Arc<Inner>) -> usize {
+    let n = inner.nodes.len();
+    let waiting: Vec<usize> = (0..n).filter(|i| inner.health.needs_fence_repair(*i)).collect();
+    if waiting.is_empty() {
+        return 0;
+    }
+    let counter = counter_key(inner);
+    let mut get = redis::cmd("GET");
+    get.arg(&counter);
+    let mut reads = vec![CounterRead::Unusable; n];
+    let mut pending: FuturesUnordered<_> = inner
+        .nodes
+        .iter()
+        .map(|node| {
+            let get = &get;
+            async move { (node.index(), node.query(get).await) }
+        })
+        .collect();
+    while let Some((i, reply)) = pending.next().await {
+        let read = match reply {
+            Ok(Value::Nil) => CounterRead::Absent,
+            Ok(_) if waiting.contains(&i) => CounterRead::Unusable,
+            Ok(Value::BulkString(bytes)) => {
+                match std::str::from_utf8(&bytes).ok().and_then(|s| s.parse().ok()) {
+                    Some(v) => CounterRead::Present(v),
+                    None => CounterRead::Unusable,
+                }
+            }
+            Ok(Value::Int(v)) => u64::try_from(v).map_or(CounterRead::Unusable, CounterRead::Present),
+            _ => CounterRead::Unusable,
+        };
+        if let Some(slot) = reads.get_mut(i) {
+            *slot = read;
+        }
+    }
+    drop(pending);
+    let now = Instant::now();
+    let (target, due): (u64, Vec<usize>) = match repair_target(&reads) {
+        RepairTarget::Bootstrap => (0, (0..n).collect()),
+        RepairTarget::Raise(value) => (
+            value,
+            waiting
+                .iter()
+                .copied()
+                .filter(|i| inner.health.fence_repair_due(*i, now))
+                .collect(),
+        ),
+        RepairTarget::Undecided { present, required } => {
+            debug!(
+                present,
+                required, "fencing repair postponed: too few intact counters answered"
+            );
+            return 0;
+        }
+    };
+    let mut repaired = 0;
+    for i in due {
+        let Some(node) = inner.nodes.get(i) else { continue };
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(FENCE_REPAIR_SCRIPT).arg(1).arg(&counter).arg(target);
+        match node.query(&cmd).await {
+            Ok(Value::Int(value)) => {
+                let value = u64::try_from(value).unwrap_or(0);
+                info!(
+                    node = i,
+                    addr = node.addr(),
+                    counter = value,
+                    "fencing counter repaired"
+                );
+                inner.health.fence_repaired(i, value);
+                repaired += 1;
+            }
+            Ok(other) => {
+                warn!(node = i, addr = node.addr(), reply = ?other, "fencing repair answered unexpectedly")
+            }
+            Err(kind) => {
+                warn!(node = i, addr = node.addr(), error = %kind, "fencing repair failed; retried on the next fenced acquire")
+            }
+        }
+    }
+    repaired
+}

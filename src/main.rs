@@ -1,0 +1,80 @@
+//! `quorlock`: run any command under a distributed lock held on a majority of independent Redis
+//! masters (`flock(1)` across machines), take and release locks from scripts, inspect a lock, and
+//! start the demo. See `quorlock --help` for the commands, examples and exit codes.
+
+#![forbid(unsafe_code)]
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::error::ErrorKind;
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use cli::args::Cli;
+use cli::exit::{OK, SOFTWARE, USAGE};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return ExitCode::from(usage(&err)),
+    };
+    logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("quorlock: cannot start the async runtime: {err}");
+            return ExitCode::from(SOFTWARE);
+        }
+    };
+    match runtime.block_on(cli::dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("quorlock: {failure}");
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// Prints help or version as asked, or a parse error as one line, and returns the exit code.
+fn usage(err: &clap::Error) -> u8 {
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = err.print();
+            OK
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = err.print();
+            USAGE
+        }
+        _ => {
+            // clap's message is its first paragraph (a list of missing arguments continues it).
+            let rendered = err.render().to_string();
+            let message: Vec<&str> = rendered
+                .lines()
+                .take_while(|line| !line.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let message = message.join(" ");
+            let message = message.strip_prefix("error: ").unwrap_or(&message);
+            eprintln!("quorlock: {message} (see --help)");
+            USAGE
+        }
+    }
+}
+
+/// `-v` turns on debug output of quorlock on stderr, `-vv` trace output; `RUST_LOG` overrides.
+fn logging(verbose: u8) {
+    let default = match verbose {
+        0 => return,
+        1 => "quorlock=debug",
+        _ => "quorlock=trace,redis=debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .compact()
+        .init();
+}

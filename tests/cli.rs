@@ -1,0 +1,350 @@
+//! The `quorlock` binary against real masters: exclusion between processes, exit codes, a lost
+//! lock stopping the command, signals releasing the lock, acquire/release from scripts, status.
+#![cfg(feature = "cli")]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use common::{cluster, eventually, holders, locks};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use quorlock_chaos::Cluster;
+use serde_json::Value;
+use tokio::process::{Child, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_quorlock");
+/// Generous bound on any one invocation on a loaded machine; never a speed assertion.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// `quorlock --nodes <cluster> --node-timeout 200ms ARGS...`, output captured.
+fn quorlock(c: &Cluster, args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_remove("QUORLOCK_NODES")
+        .arg("--nodes")
+        .arg(c.urls().join(","))
+        .args(["--node-timeout", "200ms"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Runs to completion within [`LIMIT`].
+async fn output(mut cmd: Command) -> Output {
+    tokio::time::timeout(LIMIT, cmd.output())
+        .await
+        .expect("quorlock finished in time")
+        .expect("quorlock ran")
+}
+
+async fn finish(child: Child) -> Output {
+    tokio::time::timeout(LIMIT, child.wait_with_output())
+        .await
+        .expect("quorlock finished in time")
+        .expect("quorlock ran")
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("quorlock exited, not killed")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+async fn status_json(c: &Cluster, key: &str) -> Value {
+    let out = output(quorlock(c, &["status", "--json", key])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("status --json prints JSON")
+}
+
+fn shell(script: &str, dir: &Path) -> String {
+    format!("cd '{}' && {script}", dir.display())
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "quorlock-cli-{name}-{}-{:x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[tokio::test]
+async fn ten_concurrent_runs_never_overlap() {
+    let c = cluster(3).await;
+    let dir = temp_dir("exclusion");
+    let script = shell(
+        r#"echo "enter $QUORLOCK_TOKEN" >> log; sleep 0.05; echo "exit $QUORLOCK_TOKEN" >> log"#,
+        &dir,
+    );
+    let runs: Vec<Child> = (0..10)
+        .map(|_| {
+            quorlock(
+                &c,
+                &[
+                    "run", "--ttl", "5s", "--wait", "50s", "shared", "--", "sh", "-c", &script,
+                ],
+            )
+            .spawn()
+            .expect("spawn quorlock")
+        })
+        .collect();
+    for run in runs {
+        let out = finish(run).await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    let log = std::fs::read_to_string(dir.join("log")).expect("log");
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 20, "{log}");
+    let mut tokens = std::collections::HashSet::new();
+    for pair in lines.chunks(2) {
+        let token = pair[0]
+            .strip_prefix("enter ")
+            .expect("an enter line opens each interval");
+        assert_eq!(pair[1], format!("exit {token}"), "intervals overlap:\n{log}");
+        assert!(tokens.insert(token.to_owned()), "token reused:\n{log}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_held_key_gives_exit_75_and_the_command_never_runs() {
+    let c = cluster(3).await;
+    let dir = temp_dir("busy");
+    let held = locks(&c)
+        .await
+        .acquire("busy", Duration::from_secs(20))
+        .await
+        .expect("acquire");
+    let out = output(quorlock(
+        &c,
+        &[
+            "run",
+            "--wait",
+            "300ms",
+            "busy",
+            "--",
+            "sh",
+            "-c",
+            &shell("touch ran", &dir),
+        ],
+    ))
+    .await;
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("held by another holder"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        stderr(&out).trim().lines().count(),
+        1,
+        "one line: {}",
+        stderr(&out)
+    );
+    assert!(!dir.join("ran").exists());
+    held.release().await.expect("release");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn the_commands_exit_code_and_environment_pass_through() {
+    let c = cluster(3).await;
+    let check_env = r#"test "$QUORLOCK_KEY" = codes && test ${#QUORLOCK_TOKEN} -eq 32 && test "$QUORLOCK_VALIDITY_MS" -gt 0 || exit 99; exit 7"#;
+    let out = output(quorlock(&c, &["run", "codes", "--", "sh", "-c", check_env])).await;
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    let out = output(quorlock(&c, &["run", "codes", "--", "sh", "-c", "kill -KILL $$"])).await;
+    assert_eq!(code(&out), 128 + 9, "killed by SIGKILL: {}", stderr(&out));
+    let out = output(quorlock(&c, &["run", "codes", "--", "no-such-command-here"])).await;
+    assert_eq!(code(&out), 127, "{}", stderr(&out));
+    // Every run released its lock on the way out.
+    assert_eq!(holders(&c, &[0, 1, 2], "codes").await, 0);
+}
+
+#[tokio::test]
+async fn a_majority_stopped_mid_run_stops_the_command_with_exit_76() {
+    let mut c = cluster(3).await;
+    let dir = temp_dir("lost");
+    let pid_file = dir.join("pid");
+    let run = quorlock(
+        &c,
+        &[
+            "run",
+            "--ttl",
+            "2s",
+            "--grace",
+            "1s",
+            "stopped",
+            "--",
+            "sh",
+            "-c",
+            &shell("echo $$ > pid; exec sleep 60", &dir),
+        ],
+    )
+    .spawn()
+    .expect("spawn quorlock");
+    let started = eventually(LIMIT, || async {
+        std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n'))
+    })
+    .await;
+    assert!(started, "the command started");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    c.pause(0).expect("pause");
+    c.pause(1).expect("pause");
+    let out = finish(run).await;
+    assert_eq!(code(&out), 76, "{}", stderr(&out));
+    assert!(stderr(&out).contains("lost"), "{}", stderr(&out));
+    assert!(kill(Pid::from_raw(pid), None).is_err(), "the command was stopped");
+    assert_eq!(status_json(&c, "stopped").await["held"], false);
+    c.resume(0).expect("resume");
+    c.resume(1).expect("resume");
+    let free = eventually(Duration::from_secs(10), || async {
+        let state = status_json(&c, "stopped").await;
+        state["held"] == false && state["reachable"] == 3
+    })
+    .await;
+    assert!(
+        free,
+        "not held once the masters are back: {}",
+        status_json(&c, "stopped").await
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn sigterm_to_quorlock_stops_the_command_and_releases_at_once() {
+    let c = cluster(3).await;
+    let run = quorlock(&c, &["run", "--ttl", "60s", "term", "--", "sleep", "60"])
+        .spawn()
+        .expect("spawn quorlock");
+    let held = eventually(LIMIT, || async { holders(&c, &[0, 1, 2], "term").await == 3 }).await;
+    assert!(held, "the lock was taken");
+    let pid = run.id().expect("running");
+    kill(Pid::from_raw(i32::try_from(pid).expect("pid")), Signal::SIGTERM).expect("signal quorlock");
+    let out = finish(run).await;
+    assert_eq!(
+        code(&out),
+        128 + 15,
+        "the command died of the forwarded SIGTERM: {}",
+        stderr(&out)
+    );
+    // Released on a majority before quorlock exited, on all three soon after: not after 60 s.
+    assert!(holders(&c, &[0, 1, 2], "term").await <= 1);
+    let gone = eventually(Duration::from_secs(5), || async {
+        holders(&c, &[0, 1, 2], "term").await == 0
+    })
+    .await;
+    assert!(gone, "released everywhere");
+}
+
+#[tokio::test]
+async fn acquire_release_and_status_with_one_master_down() {
+    let mut c = cluster(3).await;
+    let out = output(quorlock(&c, &["acquire", "--ttl", "20s", "steps"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let token = String::from_utf8(out.stdout).expect("utf-8").trim().to_owned();
+    assert_eq!(token.len(), 32, "the token alone on stdout: {token:?}");
+    // The lock outlives the acquiring process.
+    assert_eq!(holders(&c, &[0, 1, 2], "steps").await, 3);
+    c.kill(1).expect("kill");
+
+    let state = status_json(&c, "steps").await;
+    assert_eq!(state["held"], true, "{state}");
+    assert_eq!(state["holder"], token.as_str(), "{state}");
+    assert_eq!(state["reachable"], 2, "{state}");
+    assert_eq!(state["nodes"][1]["reachable"], false, "{state}");
+    for i in [0, 2] {
+        assert_eq!(state["nodes"][i]["token"], token.as_str(), "{state}");
+        let pttl = state["nodes"][i]["pttl_ms"].as_u64().expect("pttl");
+        assert!(pttl > 0 && pttl <= 20_000, "{state}");
+    }
+    let table = output(quorlock(&c, &["status", "steps"])).await;
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    assert!(
+        table.contains("is held") && table.contains("unreachable"),
+        "{table}"
+    );
+
+    let out = output(quorlock(
+        &c,
+        &["release", "steps", "0123456789abcdef0123456789abcdef"],
+    ))
+    .await;
+    assert_eq!(code(&out), 76, "a wrong token releases nothing: {}", stderr(&out));
+    let out = output(quorlock(&c, &["release", "steps", &token])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let state = status_json(&c, "steps").await;
+    assert_eq!(state["held"], false, "{state}");
+    assert_eq!(state["nodes"][0]["token"], Value::Null, "{state}");
+}
+
+#[tokio::test]
+async fn usage_and_config_errors_have_their_own_codes() {
+    let out = output({
+        let mut cmd = Command::new(BIN);
+        cmd.env_remove("QUORLOCK_NODES").args(["status", "k"]);
+        cmd
+    })
+    .await;
+    assert_eq!(code(&out), 78, "{}", stderr(&out));
+    assert!(stderr(&out).contains("QUORLOCK_NODES"), "{}", stderr(&out));
+    let out = output({
+        let mut cmd = Command::new(BIN);
+        cmd.args(["run", "--ttl", "30", "k", "--", "true"]);
+        cmd
+    })
+    .await;
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("\"30\""),
+        "names the bad value: {}",
+        stderr(&out)
+    );
+    assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn fencing_tokens_strictly_increase_across_runs() {
+    let c = cluster(3).await;
+    let mut last = 0u64;
+    for _ in 0..4 {
+        let out = output(quorlock(
+            &c,
+            &[
+                "run",
+                "--fence",
+                "fenced",
+                "--",
+                "sh",
+                "-c",
+                "echo $QUORLOCK_FENCE",
+            ],
+        ))
+        .await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let fence: u64 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("QUORLOCK_FENCE is a number");
+        assert!(fence > last, "fencing token {fence} after {last}");
+        last = fence;
+    }
+    let out = output(quorlock(
+        &c,
+        &["run", "plain", "--", "sh", "-c", r#"test -z "$QUORLOCK_FENCE""#],
+    ))
+    .await;
+    assert_eq!(code(&out), 0, "no fencing token without --fence");
+}

@@ -1,0 +1,189 @@
+//! Fenced locks against real masters: tokens that strictly increase across holders, the counter
+//! committed on a majority, the repair of a master that lost its counter, and the fenced store.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{builder, cluster, locks};
+use quorlock::{FencedError, FencedStore, NodeErrorKind};
+use quorlock_chaos::DataMode;
+use redis::AsyncCommands;
+
+const TTL: Duration = Duration::from_secs(5);
+const COUNTER: &str = "quorlock:fence:counter";
+
+async fn counter(c: &quorlock_chaos::Cluster, i: usize) -> Option<u64> {
+    let mut conn = c.client(i).await.expect("connect");
+    conn.get(COUNTER).await.expect("GET counter")
+}
+
+#[tokio::test]
+async fn tokens_strictly_increase_across_holders_and_resources() {
+    let c = cluster(3).await;
+    let a = locks(&c).await;
+    let b = locks(&c).await;
+    let mut last = 0;
+    for round in 0..6 {
+        let (client, resource) = if round % 2 == 0 {
+            (&a, "orders:1")
+        } else {
+            (&b, "orders:2")
+        };
+        let guard = client
+            .acquire_fenced(resource, TTL)
+            .await
+            .expect("fenced acquire");
+        let token = guard.fencing_token().expect("a fenced guard has a token");
+        assert!(token > last, "token {token} after {last}");
+        last = token;
+        // The token is committed on a majority: their counters are at least the token.
+        let committed = {
+            let mut n = 0;
+            for i in 0..3 {
+                if counter(&c, i).await.unwrap_or(0) >= token {
+                    n += 1;
+                }
+            }
+            n
+        };
+        assert!(committed >= 2, "token {token} committed on {committed} masters");
+        guard.release().await.expect("release");
+    }
+    // A plain lock has no token.
+    let plain = a.acquire("orders:1", TTL).await.expect("plain acquire");
+    assert_eq!(plain.fencing_token(), None);
+    plain.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_fenced_lock_excludes_plain_and_fenced_contenders() {
+    let c = cluster(3).await;
+    let a = locks(&c).await;
+    let b = locks(&c).await;
+    let guard = a.acquire_fenced("stock", TTL).await.expect("fenced acquire");
+    let err = b.try_acquire_fenced("stock", TTL).await.expect_err("held");
+    assert!(err.is_contended(), "{err}");
+    let err = b.try_acquire("stock", TTL).await.expect_err("held");
+    assert!(err.is_contended(), "{err}");
+    // A refused fenced contender leaves no key behind.
+    for i in 0..3 {
+        let v = common::value(&c, i, "stock").await;
+        assert_eq!(v.as_deref(), Some(guard.token()));
+    }
+    guard.release().await.expect("release");
+    let next = b.try_acquire_fenced("stock", TTL).await.expect("free");
+    next.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_master_that_lost_its_counter_is_repaired_before_it_votes() {
+    let mut c = cluster(3).await;
+    let grace = Duration::from_millis(1500);
+    let locks = builder(&c)
+        .restart_grace(grace)
+        .wait(Duration::from_secs(8))
+        .build()
+        .await
+        .expect("build");
+    let mut last = 0;
+    for _ in 0..5 {
+        let g = locks.acquire_fenced("ledger", TTL).await.expect("acquire");
+        last = g.fencing_token().expect("token");
+        g.release().await.expect("release");
+    }
+    // Master 0 comes back empty: no counter.
+    c.restart(0, DataMode::Wipe).await.expect("restart");
+    assert_eq!(counter(&c, 0).await, None);
+    // Fenced acquisitions go on with masters 1 and 2; master 0 is repaired once the grace passed.
+    let g = locks.acquire_fenced("ledger", TTL).await.expect("acquire");
+    assert!(g.fencing_token().expect("token") > last);
+    last = g.fencing_token().expect("token");
+    g.release().await.expect("release");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut repaired = false;
+    while !repaired && tokio::time::Instant::now() < deadline {
+        let g = locks.acquire_fenced("ledger", TTL).await.expect("acquire");
+        let token = g.fencing_token().expect("token");
+        g.release().await.expect("release");
+        assert!(token > last, "token {token} after {last}");
+        last = token;
+        repaired = counter(&c, 0).await.is_some();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(repaired, "master 0's counter was never repaired");
+    assert!(
+        counter(&c, 0).await.unwrap_or(0) >= last - 1,
+        "repaired to the majority's value"
+    );
+    // Now master 0 must carry the majority: stop master 1, and tokens still go up.
+    c.pause(1).expect("pause");
+    let g = locks
+        .acquire_fenced("ledger", TTL)
+        .await
+        .expect("acquire without master 1");
+    assert!(g.fencing_token().expect("token") > last);
+    g.release().await.expect("release");
+    c.resume(1).expect("resume");
+}
+
+#[tokio::test]
+async fn a_master_whose_counter_went_back_refuses_to_vote() {
+    let c = cluster(3).await;
+    let locks = locks(&c).await;
+    for _ in 0..3 {
+        let g = locks.acquire_fenced("r", TTL).await.expect("acquire");
+        g.release().await.expect("release");
+    }
+    // Master 0's counter is set back behind this client's back; master 1 is busy with another key.
+    let mut conn = c.client(0).await.expect("connect");
+    let _: () = conn.set(COUNTER, 0).await.expect("SET");
+    let mut conn1 = c.client(1).await.expect("connect");
+    let _: () = conn1.set_ex("r", "someone-else", 5).await.expect("SET");
+    let err = locks
+        .try_acquire_fenced("r", TTL)
+        .await
+        .expect_err("no majority of trusted votes");
+    assert!(
+        err.failures()
+            .iter()
+            .any(|f| f.node == 0 && f.kind == NodeErrorKind::FenceRepair),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn the_fenced_store_rejects_stale_tokens() {
+    let c = cluster(1).await;
+    let store = FencedStore::new(c.client(0).await.expect("connect"));
+    store.write("balance", 5, "100").await.expect("first write");
+    let err = store.write("balance", 4, "90").await.expect_err("stale write");
+    assert_eq!(
+        err,
+        FencedError::Stale {
+            key: "balance".into(),
+            token: 4,
+            highest: 5
+        }
+    );
+    assert!(err.to_string().contains("stale fencing token 4"), "{err}");
+    let v: Option<String> = store.read("balance", 5).await.expect("read");
+    assert_eq!(v.as_deref(), Some("100"));
+    // A read with a newer token fences out every older writer, even one equal to the old fence.
+    let v: Option<String> = store.read("balance", 7).await.expect("read");
+    assert_eq!(v.as_deref(), Some("100"));
+    assert!(store
+        .write("balance", 5, "110")
+        .await
+        .expect_err("stale")
+        .is_stale());
+    assert_eq!(store.highest("balance").await.expect("highest"), 7);
+    store
+        .write("balance", 7, "120")
+        .await
+        .expect("current holder writes");
+    let v: Option<String> = store.read("balance", 7).await.expect("read");
+    assert_eq!(v.as_deref(), Some("120"));
+    let none: Option<String> = store.read("missing", 8).await.expect("read");
+    assert_eq!(none, None);
+}
