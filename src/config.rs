@@ -67,6 +67,8 @@ pub struct Config {
     pub restart_grace: Option<Duration>,
     /// Interval between background checks of every master's identity and persistence.
     pub health_refresh: Duration,
+    /// PEM root certificates trusted for `rediss://` masters instead of the system store.
+    pub tls_root_certificates: Option<Vec<u8>>,
 }
 
 /// Builds a [`crate::Quorlock`]. Start from [`crate::Quorlock::builder`].
@@ -86,6 +88,7 @@ pub struct QuorlockBuilder {
     enforce_restart_grace: bool,
     restart_grace: Option<Duration>,
     health_refresh: Duration,
+    tls_root_certificates: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for QuorlockBuilder {
@@ -115,6 +118,7 @@ impl Default for QuorlockBuilder {
             enforce_restart_grace: DEFAULT_ENFORCE_RESTART_GRACE,
             restart_grace: DEFAULT_RESTART_GRACE,
             health_refresh: DEFAULT_HEALTH_REFRESH,
+            tls_root_certificates: None,
         }
     }
 }
@@ -216,6 +220,14 @@ impl QuorlockBuilder {
         self
     }
 
+    /// Trusts these PEM root certificates for `rediss://` masters instead of the system trust
+    /// store (for a private CA). Needs the `tls` feature.
+    #[cfg(feature = "tls")]
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_certificates = Some(pem.into());
+        self
+    }
+
     /// Checks every setting and returns the configuration.
     pub(crate) fn config(&self) -> Result<Config, BuildError> {
         if self.urls.is_empty() {
@@ -251,6 +263,7 @@ impl QuorlockBuilder {
             enforce_restart_grace: self.enforce_restart_grace,
             restart_grace: self.restart_grace,
             health_refresh: self.health_refresh,
+            tls_root_certificates: self.tls_root_certificates.clone(),
         })
     }
 }

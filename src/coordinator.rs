@@ -66,7 +66,13 @@ impl Quorlock {
         let config = builder.config()?;
         let mut nodes: Vec<Node> = Vec::with_capacity(builder.urls.len());
         for (index, url) in builder.urls.iter().enumerate() {
-            let node = Node::new(index, url, config.node_timeout, config.connect_timeout)?;
+            let node = Node::with_roots(
+                index,
+                url,
+                config.node_timeout,
+                config.connect_timeout,
+                config.tls_root_certificates.as_deref(),
+            )?;
             if let Some(first) = nodes.iter().find(|n| n.addr() == node.addr()) {
                 return Err(BuildError::DuplicateNode {
                     addr: node.addr().to_owned(),

@@ -29,6 +29,7 @@
 //! - `fencing`: fenced acquisition ([`Quorlock::acquire_fenced`]), issuing quorum-backed fencing
 //!   tokens that never go backwards, and the repair of masters that lost their counter.
 //! - [`FencedStore`] (`fenced_store`): a resource kept in Redis that rejects stale tokens.
+//! - `tls`: `rediss://` masters over rustls, behind the `tls` feature.
 //! - `health`: each master's `run_id`, uptime and persistence; votes of a master restarted within
 //!   the grace period without `appendfsync always` are ignored (the delayed restart, enforced).
 //!
@@ -51,6 +52,7 @@ mod fencing;
 mod guard;
 mod health;
 mod node;
+mod tls;
 
 pub use config::{Config, QuorlockBuilder};
 pub use coordinator::Quorlock;
