@@ -22,6 +22,7 @@ use crate::error::{AcquireError, BuildError, InputError, NodeErrorKind, NodeFail
 use crate::guard::Guard;
 use crate::health::Health;
 use crate::node::{Found, Node};
+use crate::ops::{LockOps, PlainLock};
 
 /// A handle to N independent Redis masters that hands out locks decided by majority.
 ///
@@ -143,35 +144,11 @@ impl Quorlock {
     #[instrument(skip_all, fields(resource = %resource, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
     pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
         let timing = self.inner.check(resource, ttl)?;
-        let plan = self.inner.config.retry;
-        let started = Instant::now();
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            Span::current().record("attempt", attempts);
-            let err = match self.inner.round(resource, timing).await {
-                Ok(guard) => return Ok(guard),
-                Err(err) => err,
-            };
-            if !err.is_retryable() {
-                return Err(err);
-            }
-            let delay = self.inner.config.backoff.jitter(&mut rand::rng());
-            match plan.next_delay(attempts, started.elapsed(), delay) {
-                Some(delay) => {
-                    debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying");
-                    tokio::time::sleep(delay).await;
-                }
-                None => {
-                    return Err(AcquireError::Exhausted {
-                        resource: resource.to_owned(),
-                        attempts,
-                        waited: started.elapsed(),
-                        last: Box::new(err),
-                    })
-                }
-            }
-        }
+        self.inner
+            .retrying(resource, tokio::time::sleep, || {
+                self.inner.round(resource, timing)
+            })
+            .await
     }
 
     /// Makes exactly one round for `resource`, with no retries.
@@ -214,7 +191,7 @@ impl Inner {
         Ok(timing)
     }
 
-    fn check(&self, resource: &str, ttl: Duration) -> Result<Timing, InputError> {
+    pub(crate) fn check(&self, resource: &str, ttl: Duration) -> Result<Timing, InputError> {
         if resource.is_empty() {
             return Err(InputError::EmptyResource);
         }
@@ -223,7 +200,6 @@ impl Inner {
 
     /// One acquire round: fan out, decide, and on failure release everywhere.
     async fn round(self: &Arc<Self>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
-        crate::health::tick(self);
         let key = self.key(resource);
         let token = new_token()?;
         let mut cmd = redis::cmd("SET");
@@ -232,14 +208,80 @@ impl Inner {
             .arg("NX")
             .arg("PX")
             .arg(ttl_millis(timing.ttl()));
+        let ops: Arc<dyn LockOps> = Arc::new(PlainLock::new(&key, &token));
+        self.round_with(resource, key, token, timing, ops, |node| node.set_nx(&cmd))
+            .await
+    }
+
+    /// Makes attempts with `round` until one succeeds, one fails for good, or the retry plan runs
+    /// out; between attempts it awaits `pause` with the jittered delay (a kind may wake earlier).
+    pub(crate) async fn retrying<F, Fut, P, PFut>(
+        &self,
+        resource: &str,
+        pause: P,
+        mut round: F,
+    ) -> Result<Guard, AcquireError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Guard, AcquireError>>,
+        P: Fn(Duration) -> PFut,
+        PFut: Future<Output = ()>,
+    {
+        let plan = self.config.retry;
+        let started = Instant::now();
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            Span::current().record("attempt", attempts);
+            let err = match round().await {
+                Ok(guard) => return Ok(guard),
+                Err(err) => err,
+            };
+            if !err.is_retryable() {
+                return Err(err);
+            }
+            let delay = self.config.backoff.jitter(&mut rand::rng());
+            match plan.next_delay(attempts, started.elapsed(), delay) {
+                Some(delay) => {
+                    debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying");
+                    pause(delay).await;
+                }
+                None => {
+                    return Err(AcquireError::Exhausted {
+                        resource: resource.to_owned(),
+                        attempts,
+                        waited: started.elapsed(),
+                        last: Box::new(err),
+                    })
+                }
+            }
+        }
+    }
+
+    /// One acquire round of any kind of lock: `send` asks one master for the lock and answers `Ok`
+    /// when it granted it; `ops` releases what was taken when the round fails or is dropped.
+    pub(crate) async fn round_with<'a, F, Fut>(
+        self: &'a Arc<Self>,
+        resource: &str,
+        key: String,
+        token: String,
+        timing: Timing,
+        ops: Arc<dyn LockOps>,
+        send: F,
+    ) -> Result<Guard, AcquireError>
+    where
+        F: Fn(&'a Node) -> Fut,
+        Fut: Future<Output = Result<(), NodeErrorKind>>,
+    {
+        crate::health::tick(self);
         // Armed until the round is settled: dropping this future part-way releases from a task.
-        let mut cleanup = ReleaseOnDrop::new(self.clone(), key.clone(), token.clone());
+        let mut cleanup = ReleaseOnDrop::new(self.clone(), Arc::clone(&ops));
         let started = Instant::now();
         let mut tally = Tally::new(self.nodes.len(), timing, started);
         let mut pending: FuturesUnordered<_> = self
             .nodes
             .iter()
-            .map(|node| async { (node.index(), node.set_nx(&cmd).await) })
+            .map(|node| async { (node.index(), send(node).await) })
             .collect();
         let mut failures = Vec::new();
         let decision = self.decide(&mut tally, &mut pending, &mut failures).await;
@@ -258,6 +300,7 @@ impl Inner {
                     resource.to_owned(),
                     key,
                     token,
+                    ops,
                     valid_until,
                 ))
             }
@@ -269,13 +312,13 @@ impl Inner {
                     .collect();
                 drop(pending);
                 if !in_flight.is_empty() {
-                    spawn_release(self.clone(), key.clone(), token.clone(), in_flight);
+                    spawn_release(self.clone(), Arc::clone(&ops), in_flight);
                 }
                 // Masters that answered: release now, and learn which of them hold a non-lock key.
                 let answered: Vec<usize> = (0..self.nodes.len())
                     .filter(|i| tally.vote(*i).is_some())
                     .collect();
-                let released = self.release_on(&key, &token, &answered).await;
+                let released = self.release_on(ops.as_ref(), &answered).await;
                 cleanup.disarm();
                 for found in released
                     .errors
@@ -364,39 +407,74 @@ impl Inner {
         }
     }
 
-    /// Releases `key` for `token` on the masters listed, concurrently, and counts what it found.
-    pub(crate) async fn release_on(&self, key: &str, token: &str, nodes: &[usize]) -> ReleaseTally {
-        let channel = release_channel(key);
+    /// Releases a lock on the masters listed, concurrently, and counts what it found.
+    pub(crate) async fn release_on(self: &Arc<Self>, ops: &dyn LockOps, nodes: &[usize]) -> ReleaseTally {
+        self.release_until(ops, nodes, None).await
+    }
+
+    /// Releases a lock on every master, returning as soon as a majority confirmed the release; the
+    /// masters still in flight then finish in a background task, so a stalled master costs nothing.
+    pub(crate) async fn release_all(self: &Arc<Self>, ops: &dyn LockOps) -> ReleaseTally {
+        let all: Vec<usize> = (0..self.nodes.len()).collect();
+        self.release_until(ops, &all, Some(quorum(self.nodes.len())))
+            .await
+    }
+
+    /// Sends the release to `nodes` and counts the answers, until `enough` masters confirmed (then
+    /// the rest is left to a task) or all have answered.
+    async fn release_until(
+        self: &Arc<Self>,
+        ops: &dyn LockOps,
+        nodes: &[usize],
+        enough: Option<usize>,
+    ) -> ReleaseTally {
+        let cmd = Arc::new(ops.release_cmd());
         let mut pending: FuturesUnordered<_> = nodes
             .iter()
-            .filter_map(|i| self.nodes.get(*i))
-            .map(|node| {
-                let channel = channel.as_str();
-                async move { (node.index(), node.release(key, token, channel).await) }
+            .map(|&node| {
+                let (inner, cmd) = (Arc::clone(self), Arc::clone(&cmd));
+                async move {
+                    let result = match inner.nodes.get(node) {
+                        Some(n) => n.script(&cmd).await,
+                        None => Err(NodeErrorKind::Protocol(format!("no master {node}"))),
+                    };
+                    (node, result)
+                }
             })
             .collect();
         let mut out = ReleaseTally::default();
         while let Some((node, result)) = pending.next().await {
-            match result {
-                Ok(Found::Ours) => out.held += 1,
-                Ok(other) => {
-                    if let Err(kind) = other.into_result() {
-                        out.not_held.push(self.failure(node, kind));
-                    }
-                }
-                Err(kind) => {
-                    warn!(node, addr = self.addr(node), error = %kind, "release failed on a master; its key expires with its TTL");
-                    out.errors.push(self.failure(node, kind));
+            self.count_release(&mut out, node, result);
+            if enough.is_some_and(|enough| out.held >= enough) && !pending.is_empty() {
+                if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                    let inner = Arc::clone(self);
+                    handle.spawn(async move {
+                        let mut rest = ReleaseTally::default();
+                        while let Some((node, result)) = pending.next().await {
+                            inner.count_release(&mut rest, node, result);
+                        }
+                    });
+                    break;
                 }
             }
         }
         out
     }
 
-    /// Releases `key` on every master.
-    pub(crate) async fn release_all(&self, key: &str, token: &str) -> ReleaseTally {
-        let all: Vec<usize> = (0..self.nodes.len()).collect();
-        self.release_on(key, token, &all).await
+    /// Records one master's answer to a release.
+    fn count_release(&self, out: &mut ReleaseTally, node: usize, result: Result<Found, NodeErrorKind>) {
+        match result {
+            Ok(Found::Ours) => out.held += 1,
+            Ok(other) => {
+                if let Err(kind) = other.into_result() {
+                    out.not_held.push(self.failure(node, kind));
+                }
+            }
+            Err(kind) => {
+                warn!(node, addr = self.addr(node), error = %kind, "release failed on a master; its key expires with its TTL");
+                out.errors.push(self.failure(node, kind));
+            }
+        }
     }
 
     pub(crate) fn failure(&self, node: usize, kind: NodeErrorKind) -> NodeFailure {
@@ -440,41 +518,43 @@ pub(crate) fn new_token() -> Result<String, AcquireError> {
     Ok(token)
 }
 
-/// Releases a key from a spawned task, when a runtime is there to run it.
-pub(crate) fn spawn_release(inner: Arc<Inner>, key: String, token: String, nodes: Vec<usize>) {
+/// Releases a lock from a spawned task, when a runtime is there to run it.
+pub(crate) fn spawn_release(inner: Arc<Inner>, ops: Arc<dyn LockOps>, nodes: Vec<usize>) {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => {
             handle.spawn(async move {
-                let out = inner.release_on(&key, &token, &nodes).await;
-                debug!(key = %key, held = out.held, errors = out.errors.len(), "background release done");
+                let out = inner.release_on(ops.as_ref(), &nodes).await;
+                debug!(lock = ?ops, held = out.held, errors = out.errors.len(), "background release done");
             });
         }
-        Err(_) => warn!(key = %key, "no async runtime to release the lock from; it expires with its TTL"),
+        Err(_) => warn!(lock = ?ops, "no async runtime to release the lock from; it expires with its TTL"),
     }
 }
 
 /// Releases everywhere on drop unless disarmed: the cancel-safety net of an acquire round.
-struct ReleaseOnDrop {
-    armed: Option<(Arc<Inner>, String, String)>,
+pub(crate) struct ReleaseOnDrop {
+    armed: Option<(Arc<Inner>, Arc<dyn LockOps>)>,
 }
 
 impl ReleaseOnDrop {
-    fn new(inner: Arc<Inner>, key: String, token: String) -> Self {
+    /// Arms the net for `ops` on every master of `inner`.
+    pub(crate) fn new(inner: Arc<Inner>, ops: Arc<dyn LockOps>) -> Self {
         Self {
-            armed: Some((inner, key, token)),
+            armed: Some((inner, ops)),
         }
     }
 
-    fn disarm(&mut self) {
+    /// The round is settled: nothing to release on drop.
+    pub(crate) fn disarm(&mut self) {
         self.armed = None;
     }
 }
 
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
-        if let Some((inner, key, token)) = self.armed.take() {
+        if let Some((inner, ops)) = self.armed.take() {
             let all = (0..inner.nodes.len()).collect();
-            spawn_release(inner, key, token, all);
+            spawn_release(inner, ops, all);
         }
     }
 }

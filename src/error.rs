@@ -16,6 +16,8 @@ pub enum NodeErrorKind {
     Held,
     /// The key is absent: our lock there has expired or was never set.
     Absent,
+    /// The lock is free, but other waiters are ahead of us in a fair lock's queue.
+    Queued,
     /// The key holds a value of another type (a hash, a list...), so it is not a lock.
     WrongType,
     /// The master did not answer within the per-node timeout.
@@ -47,7 +49,12 @@ pub enum NodeErrorKind {
 impl NodeErrorKind {
     /// Whether this is a refusal by a healthy master rather than a fault (worth retrying later).
     pub fn is_contention(&self) -> bool {
-        matches!(self, NodeErrorKind::Held)
+        matches!(self, NodeErrorKind::Held | NodeErrorKind::Queued)
+    }
+
+    /// Whether waiting will not help: rejected credentials, or a key that is not a lock.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, NodeErrorKind::Auth(_) | NodeErrorKind::WrongType)
     }
 
     /// Whether the master could not be reached in time.
@@ -61,6 +68,7 @@ impl fmt::Display for NodeErrorKind {
         match self {
             NodeErrorKind::Held => f.write_str("held by another holder"),
             NodeErrorKind::Absent => f.write_str("key absent (expired)"),
+            NodeErrorKind::Queued => f.write_str("other waiters are ahead in the fair queue"),
             NodeErrorKind::WrongType => {
                 f.write_str("WRONGTYPE: the key holds a non-string value, not a lock")
             }
@@ -187,6 +195,15 @@ pub enum InputError {
     /// The resource name is empty.
     #[error("the resource name must not be empty")]
     EmptyResource,
+    /// A multi-resource lock was asked for no resources at all.
+    #[error("a multi-resource lock needs at least one resource (got an empty set)")]
+    NoResources,
+    /// A reentrant lock's owner has an empty identity.
+    #[error("the lock owner's identity must not be empty")]
+    EmptyOwner,
+    /// A fair lock's heartbeat timeout is zero.
+    #[error("the fair lock heartbeat must be greater than zero")]
+    ZeroHeartbeat,
     /// The TTL is zero.
     #[error("the TTL must be greater than zero")]
     ZeroTtl,
@@ -232,6 +249,23 @@ pub enum AcquireError {
         /// What the others said.
         failures: Vec<NodeFailure>,
     },
+    /// Some resources of a multi-resource lock were held on masters that refused, so none was taken
+    /// there, and no majority granted the whole set.
+    #[error("lock on {resource:?} not acquired: {conflicts:?} held by others; {acquired} of {masters} masters granted the whole set, {required} needed{}", list(.failures))]
+    Conflict {
+        /// The set asked for, as one name.
+        resource: String,
+        /// The resources that some refusing master reported held, in set order.
+        conflicts: Vec<String>,
+        /// How many masters granted the whole set.
+        acquired: usize,
+        /// How many were needed.
+        required: usize,
+        /// How many masters there are.
+        masters: usize,
+        /// What the others said.
+        failures: Vec<NodeFailure>,
+    },
     /// A majority granted the lock, but too late: no validity was left.
     #[error("lock on {resource:?} not acquired: the majority arrived after {elapsed:?}, leaving no validity of the TTL {ttl:?}")]
     TooSlow {
@@ -261,11 +295,26 @@ pub enum AcquireError {
 
 impl AcquireError {
     /// Whether trying again later may succeed (contention, a master down, a slow round).
+    ///
+    /// Not when so many masters failed permanently (rejected credentials, a key of another type)
+    /// that a majority can never grant the lock.
     pub fn is_retryable(&self) -> bool {
         match self {
-            AcquireError::NoQuorum { failures, .. } => !failures
-                .iter()
-                .any(|f| matches!(f.kind, NodeErrorKind::Auth(_) | NodeErrorKind::WrongType)),
+            AcquireError::NoQuorum {
+                failures,
+                masters,
+                required,
+                ..
+            }
+            | AcquireError::Conflict {
+                failures,
+                masters,
+                required,
+                ..
+            } => {
+                let permanent = failures.iter().filter(|f| f.kind.is_permanent()).count();
+                masters.saturating_sub(permanent) >= *required
+            }
             AcquireError::TooSlow { .. } | AcquireError::Exhausted { .. } => true,
             AcquireError::Input(_) | AcquireError::Rng(_) => false,
         }
@@ -275,6 +324,7 @@ impl AcquireError {
     pub fn is_contended(&self) -> bool {
         match self {
             AcquireError::NoQuorum { failures, .. } => failures.iter().any(|f| f.kind.is_contention()),
+            AcquireError::Conflict { .. } => true,
             AcquireError::Exhausted { last, .. } => last.is_contended(),
             _ => false,
         }
@@ -283,8 +333,17 @@ impl AcquireError {
     /// The per-master failures of the (last) round, if any.
     pub fn failures(&self) -> &[NodeFailure] {
         match self {
-            AcquireError::NoQuorum { failures, .. } => failures,
+            AcquireError::NoQuorum { failures, .. } | AcquireError::Conflict { failures, .. } => failures,
             AcquireError::Exhausted { last, .. } => last.failures(),
+            _ => &[],
+        }
+    }
+
+    /// The resources of a multi-resource lock that were held by others in the (last) round.
+    pub fn conflicts(&self) -> &[String] {
+        match self {
+            AcquireError::Conflict { conflicts, .. } => conflicts,
+            AcquireError::Exhausted { last, .. } => last.conflicts(),
             _ => &[],
         }
     }
@@ -333,6 +392,9 @@ impl ExtendError {
 }
 
 /// What a successful release found.
+///
+/// A release returns as soon as a majority of masters confirmed it; masters still answering then are
+/// released in the background and are not listed here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Released {
@@ -445,5 +507,31 @@ mod tests {
         assert!(msg.contains("master 2 (10.0.0.3:6379): timed out"), "{msg}");
         assert!(err.is_contended());
         assert!(err.is_retryable());
+    }
+
+    #[test]
+    fn permanent_failures_stop_retries_only_when_they_rule_out_a_majority() {
+        let failure = |node, kind| NodeFailure {
+            node,
+            addr: format!("h:{node}"),
+            kind,
+        };
+        let err = |failures| AcquireError::NoQuorum {
+            resource: "r".into(),
+            acquired: 0,
+            required: 3,
+            masters: 5,
+            failures,
+        };
+        let one_wrong = err(vec![
+            failure(0, NodeErrorKind::WrongType),
+            failure(1, NodeErrorKind::Held),
+        ]);
+        assert!(one_wrong.is_retryable(), "4 masters can still grant it");
+        let three_wrong = err((0..3).map(|i| failure(i, NodeErrorKind::WrongType)).collect());
+        assert!(
+            !three_wrong.is_retryable(),
+            "only 2 masters left can ever grant it"
+        );
     }
 }

@@ -14,6 +14,7 @@ use tracing::{field, instrument, Span};
 use crate::coordinator::{spawn_release, ttl_millis, Inner};
 use crate::core::{quorum, Decision, Tally};
 use crate::error::{ExtendError, NodeErrorKind, ReleaseError, Released};
+use crate::ops::LockOps;
 
 /// What the holder knows about its lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +32,8 @@ pub(crate) struct Held {
     pub(crate) resource: String,
     pub(crate) key: String,
     pub(crate) token: String,
+    /// How this kind of lock is extended and released.
+    pub(crate) ops: Arc<dyn LockOps>,
     pub(crate) status: watch::Sender<Status>,
     /// The fencing token, for a lock taken with a fenced acquire.
     pub(crate) fencing_token: std::sync::OnceLock<u64>,
@@ -52,6 +55,7 @@ impl Guard {
         resource: String,
         key: String,
         token: String,
+        ops: Arc<dyn LockOps>,
         valid_until: Instant,
     ) -> Self {
         let (status, _) = watch::channel(Status {
@@ -64,6 +68,7 @@ impl Guard {
                 resource,
                 key,
                 token,
+                ops,
                 status,
                 fencing_token: std::sync::OnceLock::new(),
                 extend_lock: tokio::sync::Mutex::new(()),
@@ -77,9 +82,24 @@ impl Guard {
         &self.held.resource
     }
 
-    /// The key set on every master (the resource with the configured prefix).
+    /// The key set on every master (the resource with the configured prefix); for a
+    /// multi-resource lock, its keys as one label, `{key1, key2}`.
     pub fn key(&self) -> &str {
         &self.held.key
+    }
+
+    /// Every resource this lock covers: the set of a multi-resource lock, else the one resource.
+    pub fn resources(&self) -> Vec<&str> {
+        match self.held.ops.resources() {
+            Some(all) => all.iter().map(String::as_str).collect(),
+            None => vec![self.held.resource.as_str()],
+        }
+    }
+
+    /// For a reentrant lock, the owner's hold count on a majority of masters once this hold was
+    /// taken (1 for a first hold); `None` for other kinds.
+    pub fn holds(&self) -> Option<u64> {
+        self.held.ops.holds()
     }
 
     /// This holder's random token, the value stored under the key.
@@ -152,16 +172,21 @@ impl Guard {
                 resource: held.resource.clone(),
             });
         }
-        let ttl_ms = ttl_millis(ttl);
+        let cmd = held.ops.extend_cmd(ttl_millis(ttl));
         let started = Instant::now();
         let mut tally = Tally::new(held.inner.nodes.len(), timing, started);
         let mut pending: FuturesUnordered<_> = held
             .inner
             .nodes
             .iter()
-            .map(|node| async move {
-                let result = node.extend(&held.key, &held.token, ttl_ms).await;
-                (node.index(), result.and_then(|found| found.into_result()))
+            .map(|node| {
+                let cmd = &cmd;
+                async move {
+                    (
+                        node.index(),
+                        node.script(cmd).await.and_then(|found| found.into_result()),
+                    )
+                }
             })
             .collect();
         let mut failures = Vec::new();
@@ -203,9 +228,9 @@ impl Guard {
         let held = Arc::clone(&self.held);
         held.set_released();
         // From here on, dropping this future part-way still releases from a task.
-        let net = ReleaseNet(Some(Arc::clone(&held)));
-        let out = held.inner.release_all(&held.key, &held.token).await;
-        std::mem::forget(net);
+        let mut net = ReleaseNet(Some(Arc::clone(&held)));
+        let out = held.inner.release_all(held.ops.as_ref()).await;
+        net.0 = None;
         drop(self);
         held.mark_lost();
         Span::current().record("held", out.held);
@@ -264,7 +289,7 @@ impl Held {
 
     fn release_in_background(self: &Arc<Self>) {
         let all = (0..self.inner.nodes.len()).collect();
-        spawn_release(Arc::clone(&self.inner), self.key.clone(), self.token.clone(), all);
+        spawn_release(Arc::clone(&self.inner), Arc::clone(&self.ops), all);
     }
 }
 

@@ -24,6 +24,9 @@
 //! - [`Quorlock`] (`coordinator`): the fan-out, the decision, release of partial acquisitions,
 //!   retries, and cancel safety.
 //! - [`Guard`] (`guard`): a held lock's validity, extend, release, and release on drop.
+//! - `ops`: the extend and release commands each kind of lock supplies.
+//! - [`kinds`]: reentrant ([`LockOwner`]), multi-resource (all-or-nothing) and fair (FIFO,
+//!   [`Ticket`]) locks over the same quorum, each returning an ordinary [`Guard`].
 //! - [`config`]: every setting with its documented default, checked once at `build()`.
 //! - [`error`]: one typed error per operation.
 //! - `fencing`: fenced acquisition ([`Quorlock::acquire_fenced`]), issuing quorum-backed fencing
@@ -51,7 +54,9 @@ mod fenced_store;
 mod fencing;
 mod guard;
 mod health;
+pub mod kinds;
 mod node;
+mod ops;
 mod tls;
 
 pub use config::{Config, QuorlockBuilder};
@@ -61,3 +66,9 @@ pub use error::{
 };
 pub use fenced_store::{FencedError, FencedStore};
 pub use guard::Guard;
+pub use kinds::{FairOptions, LockOwner, Ticket};
+
+/// The README's examples, compiled as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

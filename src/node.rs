@@ -191,25 +191,6 @@ impl Node {
         }
     }
 
-    /// Runs the compare-and-delete script for our token.
-    pub(crate) async fn release(
-        &self,
-        key: &str,
-        token: &str,
-        channel: &str,
-    ) -> Result<Found, NodeErrorKind> {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(RELEASE_SCRIPT).arg(1).arg(key).arg(token).arg(channel);
-        self.script(&cmd).await
-    }
-
-    /// Runs the compare-and-PEXPIRE script for our token.
-    pub(crate) async fn extend(&self, key: &str, token: &str, ttl_ms: u64) -> Result<Found, NodeErrorKind> {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(EXTEND_SCRIPT).arg(1).arg(key).arg(token).arg(ttl_ms);
-        self.script(&cmd).await
-    }
-
     /// Runs a compare-and-act script and reads its 1 / 0 / -1 answer.
     pub(crate) async fn script(&self, cmd: &redis::Cmd) -> Result<Found, NodeErrorKind> {
         match self.query(cmd).await? {

@@ -24,7 +24,8 @@ async fn five_masters_with_two_killed_still_acquire() {
         .expect("3 of 5 is a majority");
     let released = guard.release().await.expect("release");
     assert_eq!(released.held, 3);
-    assert_eq!(released.failures.len(), 2);
+    // The dead masters may or may not have answered before the majority confirmed.
+    assert!(released.failures.len() <= 2);
     assert!(
         released.failures.iter().all(|f| f.kind.is_unreachable()),
         "{:?}",

@@ -35,7 +35,7 @@ async fn two_contenders_exclude_each_other() {
     assert!(err.is_contended());
     // After release, the other contender gets it.
     let released = guard.release().await.expect("release");
-    assert_eq!(released.held, 3);
+    assert!(released.held >= 2, "a release confirms at least a majority");
     let guard = b.try_acquire("orders:42", TTL).await.expect("free after release");
     guard.release().await.expect("release");
 }
@@ -54,7 +54,11 @@ async fn the_wire_format_is_a_plain_string_key_with_the_token_and_a_ttl() {
         assert!(pttl > 0 && pttl <= 10_000, "PTTL {pttl}");
     }
     guard.release().await.expect("release");
-    assert_eq!(holders(&c, &[0, 1, 2], "wire").await, 0);
+    let gone = eventually(Duration::from_secs(1), || async {
+        holders(&c, &[0, 1, 2], "wire").await == 0
+    })
+    .await;
+    assert!(gone, "release deletes the key on every master");
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 //! It exists so that tests can run RedLock against real servers without Docker or root,
 //! many clusters in parallel, and without leaking processes when a test dies.
 
+use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -92,6 +93,7 @@ pub enum DataMode {
 struct Master {
     port: u16,
     dir: PathBuf,
+    env: Vec<(OsString, OsString)>,
     child: Mutex<Option<Child>>,
     paused: bool,
 }
@@ -142,7 +144,24 @@ impl Cluster {
 
     /// Starts a cluster with the given options; returns once every master answers PING.
     pub async fn start_with(opts: ClusterOptions) -> Result<Cluster, HarnessError> {
+        Cluster::start_with_env(opts, Vec::new()).await
+    }
+
+    /// Like [`Cluster::start_with`], with extra environment variables for some masters:
+    /// `env[i]` is added to master `i`'s environment on every (re)start (e.g. libfaketime).
+    pub async fn start_with_env(
+        opts: ClusterOptions,
+        env: Vec<Vec<(OsString, OsString)>>,
+    ) -> Result<Cluster, HarnessError> {
         validate(&opts)?;
+        if env.len() > opts.masters {
+            return Err(HarnessError::InvalidOptions(format!(
+                "environment given for {} masters but the cluster has {}",
+                env.len(),
+                opts.masters
+            )));
+        }
+        let mut env = env.into_iter();
         let server = redis_server_path()?;
         let root = make_root_dir()?;
         // From here on, `cluster`'s Drop cleans up whatever was started.
@@ -160,6 +179,7 @@ impl Cluster {
             cluster.masters.push(Master {
                 port,
                 dir,
+                env: env.next().unwrap_or_default(),
                 child: Mutex::new(None),
                 paused: false,
             });
@@ -168,8 +188,11 @@ impl Cluster {
             launch(
                 &cluster.server,
                 &cluster.opts,
-                index,
-                &m.dir,
+                Target {
+                    index,
+                    dir: &m.dir,
+                    env: &m.env,
+                },
                 m.port,
                 PortPolicy::MayMove,
             )
@@ -270,14 +293,19 @@ impl Cluster {
     /// same port; returns once it answers PING.
     pub async fn restart(&mut self, i: usize, data: DataMode) -> Result<(), HarnessError> {
         self.kill(i)?;
-        let (dir, port) = {
+        let (dir, port, env) = {
             let master = self.master(i)?;
-            (master.dir.clone(), master.port)
+            (master.dir.clone(), master.port, master.env.clone())
         };
         if data == DataMode::Wipe {
             wipe_dir(&dir)?;
         }
-        let (child, port) = launch(&self.server, &self.opts, i, &dir, port, PortPolicy::Fixed).await?;
+        let target = Target {
+            index: i,
+            dir: &dir,
+            env: &env,
+        };
+        let (child, port) = launch(&self.server, &self.opts, target, port, PortPolicy::Fixed).await?;
         let master = self.master_mut(i)?;
         master.port = port;
         *master.child.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(child);
@@ -525,19 +553,27 @@ enum Readiness {
     PortBusy,
 }
 
+/// Which master a launch is for, and where it lives.
+#[derive(Debug, Clone, Copy)]
+struct Target<'a> {
+    index: usize,
+    dir: &'a Path,
+    env: &'a [(OsString, OsString)],
+}
+
 /// Spawns a master and waits until it answers PING, retrying when its port is taken.
 async fn launch(
     server: &Path,
     opts: &ClusterOptions,
-    index: usize,
-    dir: &Path,
+    target: Target<'_>,
     port: u16,
     policy: PortPolicy,
 ) -> Result<(Child, u16), HarnessError> {
+    let Target { index, dir, env } = target;
     let mut port = port;
     for _ in 0..BIND_ATTEMPTS {
         let log_offsets = (file_len(&dir.join(LOG_FILE)), file_len(&dir.join(STDERR_FILE)));
-        let mut child = spawn_server(server, opts, dir, port)?;
+        let mut child = spawn_server(server, opts, dir, env, port)?;
         let url = url_for(opts, "127.0.0.1", port);
         match wait_ready(&mut child, &url, index, port, dir, log_offsets).await {
             Ok(Readiness::Ready) => return Ok((child, port)),
@@ -561,7 +597,13 @@ async fn launch(
     })
 }
 
-fn spawn_server(server: &Path, opts: &ClusterOptions, dir: &Path, port: u16) -> Result<Child, HarnessError> {
+fn spawn_server(
+    server: &Path,
+    opts: &ClusterOptions,
+    dir: &Path,
+    env: &[(OsString, OsString)],
+    port: u16,
+) -> Result<Child, HarnessError> {
     let out_path = dir.join(STDERR_FILE);
     let out = OpenOptions::new()
         .create(true)
@@ -574,6 +616,7 @@ fn spawn_server(server: &Path, opts: &ClusterOptions, dir: &Path, port: u16) -> 
     let mut cmd = Command::new(server);
     cmd.args(server_args(opts, dir, port))
         .current_dir(dir)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err);
@@ -694,7 +737,7 @@ async fn ping_pid(url: &str) -> Option<u32> {
         .and_then(|pid| pid.trim().parse().ok())
 }
 
-async fn connect(url: &str, timeout: Duration) -> redis::RedisResult<MultiplexedConnection> {
+pub(crate) async fn connect(url: &str, timeout: Duration) -> redis::RedisResult<MultiplexedConnection> {
     let client = redis::Client::open(url)?;
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(timeout))
@@ -851,9 +894,19 @@ mod port_race_tests {
         let root = temp_master_dir();
         let server = redis_server_path().unwrap();
         let opts = ClusterOptions::default();
-        let (mut child, port) = launch(&server, &opts, 0, &root.join("m0"), taken, PortPolicy::MayMove)
-            .await
-            .unwrap();
+        let (mut child, port) = launch(
+            &server,
+            &opts,
+            Target {
+                index: 0,
+                dir: &root.join("m0"),
+                env: &[],
+            },
+            taken,
+            PortPolicy::MayMove,
+        )
+        .await
+        .unwrap();
         assert_ne!(port, taken);
         kill_and_reap(&mut child, 0).unwrap();
         fs::remove_dir_all(root).unwrap();
@@ -866,9 +919,19 @@ mod port_race_tests {
         let root = temp_master_dir();
         let server = redis_server_path().unwrap();
         let opts = ClusterOptions::default();
-        let err = launch(&server, &opts, 0, &root.join("m0"), taken, PortPolicy::Fixed)
-            .await
-            .unwrap_err();
+        let err = launch(
+            &server,
+            &opts,
+            Target {
+                index: 0,
+                dir: &root.join("m0"),
+                env: &[],
+            },
+            taken,
+            PortPolicy::Fixed,
+        )
+        .await
+        .unwrap_err();
         assert!(
             matches!(err, HarnessError::PortUnavailable { port, .. } if port == taken),
             "{err}"

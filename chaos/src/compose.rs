@@ -1,6 +1,6 @@
 //! The compose backend: masters are services of a docker compose file (by default
 //! `redis1`..`redis5` on host ports 7001-7005), faulted with `docker compose kill | pause |
-//! unpause | start | rm | up`. It exists for machines where redis-server is not installed
+//! unpause | start | run`. It exists for machines where redis-server is not installed
 //! locally but Docker is.
 
 use std::ffi::OsString;
@@ -39,6 +39,8 @@ pub struct ComposeOptions {
     pub credentials: Credentials,
     /// How long to wait for PING after a restart; `None` skips the wait.
     pub ready_timeout: Option<Duration>,
+    /// The data directory inside each service's container (emptied by a wipe).
+    pub data_dir: String,
 }
 
 impl ComposeOptions {
@@ -53,6 +55,7 @@ impl ComposeOptions {
             env: Vec::new(),
             credentials: Credentials::default(),
             ready_timeout: Some(Duration::from_secs(30)),
+            data_dir: "/data".into(),
         }
     }
 }
@@ -148,23 +151,32 @@ impl Compose {
         self.run(&["unpause", self.service(i)?]).await.map(drop)
     }
 
-    /// Crash-restarts master `i`: `kill` then `start` (Keep), or `kill`, `rm --force
-    /// --volumes` and `up --detach` (Wipe: the service must keep its data in the container
-    /// or an anonymous volume). Then waits for PING if `ready_timeout` is set.
+    /// Crash-restarts master `i`: `kill` then `start`. With Wipe, the data dir is emptied in
+    /// between by a one-off container of the service (`run --rm --no-deps --entrypoint find
+    /// SERVICE DATA_DIR -mindepth 1 -delete`), which shares the service's named volumes.
+    /// Then waits for PING if `ready_timeout` is set.
     pub async fn restart(&self, i: usize, data: DataMode) -> Result<(), HarnessError> {
         let service = self.service(i)?;
         // A master that is already down makes `kill` fail on some compose versions; the
         // following commands report real problems.
         let _ = self.run(&["kill", service]).await;
-        match data {
-            DataMode::Keep => {
-                self.run(&["start", service]).await?;
-            }
-            DataMode::Wipe => {
-                self.run(&["rm", "--force", "--volumes", service]).await?;
-                self.run(&["up", "--detach", service]).await?;
-            }
+        if data == DataMode::Wipe {
+            let dir = self.opts.data_dir.as_str();
+            self.run(&[
+                "run",
+                "--rm",
+                "--no-deps",
+                "--entrypoint",
+                "find",
+                service,
+                dir,
+                "-mindepth",
+                "1",
+                "-delete",
+            ])
+            .await?;
         }
+        self.run(&["start", service]).await?;
         if let Some(timeout) = self.opts.ready_timeout {
             wait_for_ping(&self.url(i), i, timeout).await?;
         }

@@ -18,6 +18,39 @@ pub enum HarnessError {
         searched: String,
     },
 
+    /// libfaketime is not installed, so clock faults cannot run.
+    #[error(
+        "libfaketime was not found (searched {searched}); install it with \
+         `apt-get install libfaketime` (Debian/Ubuntu) or `brew install libfaketime` (macOS), \
+         or set QUORLOCK_LIBFAKETIME to the library's path"
+    )]
+    FaketimeMissing {
+        /// Where the harness looked.
+        searched: String,
+    },
+
+    /// libfaketime is installed but the program cannot run under it.
+    #[error("{program} cannot run under libfaketime: {reason}")]
+    FaketimeIncompatible {
+        /// The program that was probed.
+        program: String,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// The workload could not run (e.g. the lock library rejected its settings).
+    #[error("workload: {0}")]
+    Workload(String),
+
+    /// No scenario has this name.
+    #[error("unknown scenario {name:?}; known scenarios: {known}")]
+    UnknownScenario {
+        /// The name asked for.
+        name: String,
+        /// Every known name.
+        known: String,
+    },
+
     /// A master index outside `0..len`.
     #[error("no master with index {index}: the cluster has {len} masters")]
     NoSuchMaster {

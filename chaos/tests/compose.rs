@@ -95,8 +95,8 @@ async fn faults_become_the_exact_docker_compose_calls() {
             format!("{f}[kill][redis3]"),
             format!("{f}[start][redis3]"),
             format!("{f}[kill][redis5]"),
-            format!("{f}[rm][--force][--volumes][redis5]"),
-            format!("{f}[up][--detach][redis5]"),
+            format!("{f}[run][--rm][--no-deps][--entrypoint][find][redis5][/data][-mindepth][1][-delete]"),
+            format!("{f}[start][redis5]"),
         ]
     );
 

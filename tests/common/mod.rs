@@ -64,3 +64,20 @@ pub async fn holders(cluster: &Cluster, live: &[usize], key: &str) -> usize {
     }
     n
 }
+
+/// Subscribes to `channel` on master `i` and returns its messages' payloads as a stream.
+pub async fn subscribe(
+    cluster: &Cluster,
+    i: usize,
+    channel: &str,
+) -> impl futures::Stream<Item = String> + Unpin {
+    use futures::StreamExt;
+    let client = redis::Client::open(cluster.url(i)).expect("client");
+    let mut pubsub = client.get_async_pubsub().await.expect("pubsub");
+    pubsub.subscribe(channel).await.expect("SUBSCRIBE");
+    Box::pin(
+        pubsub
+            .into_on_message()
+            .map(|m| m.get_payload::<String>().expect("a text payload")),
+    )
+}

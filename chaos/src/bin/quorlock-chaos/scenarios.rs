@@ -1,0 +1,197 @@
+//! The `list` and `run` subcommands: list the named scenarios, or run one against local
+//! redis-server masters (or docker compose services) and print its report.
+//!
+//! `run` exits with 0 on pass or inconclusive, 1 when a required property failed, 2 when the
+//! harness itself failed.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use quorlock_chaos::runner::{self, BackendChoice, RunOptions, Verdict};
+use quorlock_chaos::{scenario, ComposeOptions, SCENARIOS};
+
+/// Arguments of `run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Scenario name (see `list`).
+    #[arg(long)]
+    scenario: String,
+    /// How long clients run, e.g. 30s, 1500ms, 2m.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Number of masters (process backend).
+    #[arg(long, default_value_t = 5)]
+    masters: usize,
+    /// Number of concurrent clients.
+    #[arg(long, default_value_t = 16)]
+    clients: usize,
+    /// Number of resources the clients compete for.
+    #[arg(long, default_value_t = 4)]
+    resources: usize,
+    /// Lock TTL.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    ttl: Duration,
+    /// Seed of the schedule and the clients (random if not given; always reported).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Write an SVG timeline of the run to this file.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    /// Where the masters run.
+    #[arg(long, value_enum, default_value_t = BackendArg::Process)]
+    backend: BackendArg,
+    /// Compose file for `--backend compose` (services redis1..redisN on ports 7001..).
+    #[arg(long, default_value = "docker-compose.yml")]
+    compose_file: PathBuf,
+    /// Witness Redis URL (a local redis-server is started if not given).
+    #[arg(long)]
+    witness: Option<String>,
+}
+
+/// Where `run` starts the masters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// Local redis-server children.
+    Process,
+    /// docker compose services.
+    Compose,
+}
+
+/// Parses `1500ms`, `30s`, `2m`, `1.5s` (a bare number is seconds).
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?}: expected e.g. 30s, 1500ms, 2m"))?;
+    let seconds = match unit.trim() {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" | "min" => value * 60.0,
+        other => {
+            return Err(format!(
+                "invalid duration unit {other:?} in {text:?}: use ms, s or m"
+            ))
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("invalid duration {text:?}: {e}"))
+}
+
+/// `list`: one line per scenario.
+pub fn list() -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    for s in &SCENARIOS {
+        let model = if s.in_model { "in-model" } else { "out-of-model" };
+        let _ = writeln!(out, "{:<32} {:<13} {}", s.name, model, s.summary);
+    }
+    ExitCode::SUCCESS
+}
+
+/// `run`: one scenario, its report on stdout, optionally an SVG file.
+pub async fn run(args: RunArgs) -> ExitCode {
+    let mut err = std::io::stderr().lock();
+    let scenario = match scenario::find(&args.scenario) {
+        Ok(s) => *s,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let backend = match args.backend {
+        BackendArg::Process => BackendChoice::Process,
+        BackendArg::Compose => BackendChoice::Compose(Box::new(ComposeOptions::new(&args.compose_file))),
+    };
+    let opts = RunOptions {
+        scenario,
+        duration: args.duration,
+        masters: args.masters,
+        clients: args.clients,
+        resources: args.resources,
+        ttl: args.ttl,
+        seed: args.seed.unwrap_or_else(rand::random),
+        backend,
+        witness_url: args.witness,
+    };
+    let report = match runner::run(opts).await {
+        Ok(report) => report,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(path) = &args.svg {
+        if let Err(e) = std::fs::write(path, report.svg()) {
+            let _ = writeln!(err, "error: writing {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = if args.json {
+        writeln!(out, "{}", report.to_json())
+    } else {
+        write!(out, "{}", report.summary())
+    };
+    match report.verdict {
+        Verdict::Pass | Verdict::Inconclusive => ExitCode::SUCCESS,
+        Verdict::Fail => ExitCode::from(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("3h").unwrap_err().contains("3h"));
+        assert!(parse_duration("fast").is_err());
+    }
+
+    #[derive(Debug, clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: RunArgs,
+    }
+
+    #[test]
+    fn a_full_run_line_parses() {
+        use clap::Parser as _;
+        let parsed = Wrapper::try_parse_from([
+            "run",
+            "--scenario",
+            "kill-minority",
+            "--duration",
+            "10s",
+            "--masters",
+            "3",
+            "--clients",
+            "4",
+            "--seed",
+            "42",
+            "--json",
+            "--svg",
+            "out.svg",
+        ])
+        .unwrap();
+        let args = parsed.args;
+        assert_eq!(args.duration, Duration::from_secs(10));
+        assert_eq!((args.masters, args.clients, args.seed), (3, 4, Some(42)));
+        assert!(args.json);
+        assert_eq!(args.svg, Some(PathBuf::from("out.svg")));
+        assert_eq!(args.backend, BackendArg::Process);
+    }
+}

@@ -1,0 +1,277 @@
+//! The workload: concurrent clients looping acquire / critical section / release over a few
+//! resources with the quorlock library, recording every operation in the [`History`].
+//!
+//! The critical section is a read-modify-write of a per-resource counter on a separate,
+//! never-faulted witness Redis (read, sleep, write). If two clients were ever inside it at
+//! once, increments get lost, which the checker detects independently of the timestamps.
+
+use std::time::{Duration, Instant};
+
+use quorlock::Quorlock;
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+
+use crate::cluster::connect;
+use crate::error::HarnessError;
+use crate::faults::ClientPauses;
+use crate::history::{History, LockRecord};
+
+/// Witness counter key of a resource.
+pub fn witness_key(resource: &str) -> String {
+    format!("witness:{resource}")
+}
+
+/// Name of resource `i`.
+pub fn resource_name(i: usize) -> String {
+    format!("r{i}")
+}
+
+/// How the clients behave.
+#[derive(Debug, Clone)]
+pub struct WorkloadOptions {
+    /// Number of concurrent clients.
+    pub clients: usize,
+    /// Number of resources they compete for.
+    pub resources: usize,
+    /// Lock TTL.
+    pub ttl: Duration,
+    /// Shortest and longest sleep inside the critical section.
+    pub hold: (Duration, Duration),
+    /// Per-master command timeout given to the library.
+    pub node_timeout: Duration,
+    /// Validity a client wants left before it writes (it skips the write otherwise).
+    pub margin: Duration,
+    /// Prefix of every lock key (so leaks can be found by pattern).
+    pub key_prefix: String,
+    /// Seed of the clients' random choices.
+    pub seed: u64,
+}
+
+impl WorkloadOptions {
+    /// Defaults derived from the TTL: 4 resources, holds of TTL/40..TTL/8, node timeout
+    /// TTL/4, margin TTL/10.
+    pub fn new(clients: usize, ttl: Duration, seed: u64) -> WorkloadOptions {
+        WorkloadOptions {
+            clients,
+            resources: 4,
+            ttl,
+            hold: (ttl / 40, ttl / 8),
+            node_timeout: ttl / 4,
+            margin: ttl / 10,
+            key_prefix: "quorlock-chaos:".into(),
+            seed,
+        }
+    }
+}
+
+/// Totals over all clients.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkloadStats {
+    /// Witness increments completed under a lock (the expected counter total).
+    pub increments: u64,
+    /// Of those, writes that completed after the lock's validity had ended.
+    pub late_writes: u64,
+    /// Critical sections skipped because too little validity was left.
+    pub skipped: u64,
+    /// Failed acquisitions.
+    pub acquire_failures: u64,
+    /// Failed releases.
+    pub release_failures: u64,
+    /// Witness commands that failed (their increment is not counted).
+    pub witness_errors: u64,
+}
+
+impl WorkloadStats {
+    fn add(&mut self, other: &WorkloadStats) {
+        self.increments += other.increments;
+        self.late_writes += other.late_writes;
+        self.skipped += other.skipped;
+        self.acquire_failures += other.acquire_failures;
+        self.release_failures += other.release_failures;
+        self.witness_errors += other.witness_errors;
+    }
+}
+
+/// Everything a client needs.
+struct Client {
+    id: usize,
+    locks: Quorlock,
+    witness: MultiplexedConnection,
+    opts: WorkloadOptions,
+    history: History,
+    pauses: ClientPauses,
+    rng: u64,
+}
+
+/// Runs the clients until `until` (an offset on the history's clock); client `c` talks to
+/// the masters at `group_urls[c % group_urls.len()]`. In-flight operations finish first.
+pub async fn run(
+    opts: &WorkloadOptions,
+    group_urls: &[Vec<String>],
+    witness_url: &str,
+    history: &History,
+    pauses: &ClientPauses,
+    until: Duration,
+) -> Result<WorkloadStats, HarnessError> {
+    if group_urls.is_empty() || opts.clients == 0 || opts.resources == 0 {
+        return Err(HarnessError::InvalidOptions(format!(
+            "a workload needs clients, resources and masters; got {} clients, {} resources, {} groups",
+            opts.clients,
+            opts.resources,
+            group_urls.len()
+        )));
+    }
+    let mut clients = Vec::with_capacity(opts.clients);
+    for id in 0..opts.clients {
+        let urls = &group_urls[id % group_urls.len()];
+        let locks = Quorlock::builder()
+            .nodes(urls.iter().cloned())
+            .node_timeout(opts.node_timeout)
+            .connect_timeout(opts.node_timeout)
+            .wait(opts.ttl)
+            .key_prefix(opts.key_prefix.clone())
+            .build()
+            .await
+            .map_err(|e| HarnessError::Workload(format!("building client {id}: {e}")))?;
+        let witness = connect(witness_url, Duration::from_secs(5))
+            .await
+            .map_err(|e| HarnessError::redis(format!("client {id} connecting to the witness"), e))?;
+        clients.push(Client {
+            id,
+            locks,
+            witness,
+            opts: opts.clone(),
+            history: history.clone(),
+            pauses: pauses.clone(),
+            rng: opts.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5DEE_CE66_D1CE_4E5B,
+        });
+    }
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .map(|client| tokio::spawn(client.run(until)))
+        .collect();
+    let mut total = WorkloadStats::default();
+    for task in tasks {
+        let stats = task
+            .await
+            .map_err(|e| HarnessError::Workload(format!("a client task failed: {e}")))?;
+        total.add(&stats);
+    }
+    Ok(total)
+}
+
+impl Client {
+    async fn run(mut self, until: Duration) -> WorkloadStats {
+        let clock = self.history.clock();
+        let mut stats = WorkloadStats::default();
+        while clock.now() < until {
+            let resource = resource_name(self.below(self.opts.resources));
+            let mut record = LockRecord::invoked(self.id, &resource, clock.now());
+            let guard = match self.locks.acquire(&resource, self.opts.ttl).await {
+                Ok(guard) => guard,
+                Err(e) => {
+                    record.error = Some(e.to_string());
+                    self.history.push(record);
+                    stats.acquire_failures += 1;
+                    let pause = self.between(Duration::ZERO, self.opts.ttl / 20);
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+            };
+            record.acquired = Some(clock.now());
+            record.validity_end = Some(clock.offset(guard.valid_until()));
+            record.token = guard.token().to_string();
+            let hold = self.between(self.opts.hold.0, self.opts.hold.1);
+            if Instant::now() + hold + self.opts.margin < guard.valid_until() {
+                self.critical_section(&resource, hold, guard.valid_until(), &mut stats)
+                    .await;
+            } else {
+                stats.skipped += 1;
+            }
+            // The holder stops acting here; release only makes the lock free sooner.
+            record.released = Some(clock.now());
+            if let Err(e) = guard.release().await {
+                stats.release_failures += 1;
+                record.error = Some(format!("release: {e}"));
+            }
+            self.history.push(record);
+        }
+        stats
+    }
+
+    /// Read, sleep, re-check validity, (maybe stall), write.
+    async fn critical_section(
+        &mut self,
+        resource: &str,
+        hold: Duration,
+        valid_until: Instant,
+        stats: &mut WorkloadStats,
+    ) {
+        let key = witness_key(resource);
+        let value: Option<u64> = match self.witness.get(&key).await {
+            Ok(v) => v,
+            Err(_) => {
+                stats.witness_errors += 1;
+                return;
+            }
+        };
+        tokio::time::sleep(hold).await;
+        if Instant::now() + self.opts.margin >= valid_until {
+            stats.skipped += 1;
+            return;
+        }
+        // A requested stall lands between the check and the write, like a GC pause.
+        if let Some(stall) = self.pauses.take(self.id) {
+            tokio::time::sleep(stall).await;
+        }
+        let written: redis::RedisResult<()> = self.witness.set(&key, value.unwrap_or(0) + 1).await;
+        match written {
+            Ok(()) => {
+                stats.increments += 1;
+                if Instant::now() > valid_until {
+                    stats.late_writes += 1;
+                }
+            }
+            Err(_) => stats.witness_errors += 1,
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        // SplitMix64 step: cheap, seeded, good enough for workload choices.
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        let n64 = u64::try_from(n.max(1)).unwrap_or(u64::MAX);
+        usize::try_from(self.next() % n64).unwrap_or(0)
+    }
+
+    fn between(&mut self, lo: Duration, hi: Duration) -> Duration {
+        if hi <= lo {
+            return lo;
+        }
+        let unit = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        lo + (hi - lo).mul_f64(unit)
+    }
+}
+
+/// Sum of all resources' witness counters.
+pub async fn witness_total(witness_url: &str, resources: usize) -> Result<u64, HarnessError> {
+    let mut conn = connect(witness_url, Duration::from_secs(5))
+        .await
+        .map_err(|e| HarnessError::redis("connecting to the witness", e))?;
+    let mut total = 0;
+    for i in 0..resources {
+        let key = witness_key(&resource_name(i));
+        let value: Option<u64> = conn
+            .get(&key)
+            .await
+            .map_err(|e| HarnessError::redis(format!("reading {key} on the witness"), e))?;
+        total += value.unwrap_or(0);
+    }
+    Ok(total)
+}

@@ -1,0 +1,488 @@
+//! The fair lock: waiters are served first come, first served, by the order of their tickets.
+//!
+//! A waiter draws one [`Ticket`] when it starts waiting: its time in milliseconds and a random id
+//! that breaks ties. Every round puts the ticket in a sorted set (the queue) on every master, always
+//! with the ticket's own score, and refreshes the waiter's heartbeat deadline there. A master grants
+//! the lock only to the first live waiter of its queue. Because every master orders the same tickets
+//! the same way, the masters agree on the head even when a waiter reached only some of them, or when
+//! their queues held different things before: after one round of each live waiter, every reachable
+//! master has every live ticket in the same order, and only the earliest can take any master.
+//!
+//! A waiter that stops calling (crashed, partitioned) is purged once its heartbeat deadline passes,
+//! so it blocks the queue for at most one heartbeat. A waiter that gives up or is dropped leaves the
+//! queue at once. Release deletes the lock and publishes the next live waiter's ticket id on the
+//! release channel, where the waiting client listens so it retries at once. Tickets are ordered by the waiters' wall clocks: clients whose clocks disagree
+//! by more than the time between their arrivals may be served in the order of their clocks.
+
+use std::cmp::Ordering;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use rand::Rng;
+use redis::Cmd;
+use tokio::sync::Notify;
+use tracing::{debug, field, instrument, warn};
+
+use super::{eval, int_reply, kind_key, FAIR_DEADLINES_SUFFIX, FAIR_QUEUE_SUFFIX, FAIR_TAG};
+use crate::coordinator::{release_channel, ttl_millis, Inner};
+use crate::core::Timing;
+use crate::error::{AcquireError, InputError, NodeErrorKind};
+use crate::guard::Guard;
+use crate::node::EXTEND_SCRIPT;
+use crate::ops::LockOps;
+use crate::Quorlock;
+
+/// How long a waiter stays in the queue without a heartbeat by default: 5 s. A waiter refreshes it
+/// on every round (at least every third of it), so only a waiter that stopped calling lapses.
+pub const DEFAULT_FAIR_HEARTBEAT: Duration = Duration::from_secs(5);
+
+const ACQUIRE_SCRIPT: &str = concat!(
+    include_str!("../scripts/fair_common.lua"),
+    include_str!("../scripts/fair_acquire.lua")
+);
+const RELEASE_SCRIPT: &str = concat!(
+    include_str!("../scripts/fair_common.lua"),
+    include_str!("../scripts/fair_release.lua")
+);
+const LEAVE_SCRIPT: &str = concat!(
+    include_str!("../scripts/fair_common.lua"),
+    include_str!("../scripts/fair_leave.lua")
+);
+
+/// A waiter's place in a fair lock's queue: its time in milliseconds since the Unix epoch, then a
+/// random id that breaks ties. Tickets compare in the order the masters serve them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Ticket {
+    at_ms: u64,
+    id: String,
+}
+
+impl Ticket {
+    /// A ticket for now, with a fresh random 128-bit id.
+    pub fn new() -> Self {
+        let at_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or_default();
+        let bits: u128 = rand::rng().random();
+        Self {
+            at_ms,
+            id: format!("{bits:032x}"),
+        }
+    }
+
+    /// The ticket's time, in milliseconds since the Unix epoch (its score in the queue).
+    pub fn at_ms(&self) -> u64 {
+        self.at_ms
+    }
+
+    /// The ticket's random id: its member in the queue, and the value of the lock while it holds it.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Default for Ticket {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Ord for Ticket {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // A sorted set orders by score, then by member bytes: the same order here.
+        (self.at_ms, self.id.as_bytes()).cmp(&(other.at_ms, other.id.as_bytes()))
+    }
+}
+
+impl PartialOrd for Ticket {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// How a fair acquire waits: its heartbeat, and optionally a ticket drawn earlier.
+#[derive(Clone, Debug)]
+#[must_use = "options do nothing until passed to acquire_fair_with"]
+pub struct FairOptions {
+    heartbeat: Duration,
+    ticket: Option<Ticket>,
+}
+
+impl Default for FairOptions {
+    fn default() -> Self {
+        Self {
+            heartbeat: DEFAULT_FAIR_HEARTBEAT,
+            ticket: None,
+        }
+    }
+}
+
+impl FairOptions {
+    /// The defaults: a [`DEFAULT_FAIR_HEARTBEAT`] heartbeat and a ticket drawn when waiting starts.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets how long this waiter stays queued without a heartbeat (default
+    /// [`DEFAULT_FAIR_HEARTBEAT`]). Shorter skips crashed waiters sooner; it must stay well above a
+    /// round trip to the masters.
+    pub fn heartbeat(mut self, heartbeat: Duration) -> Self {
+        self.heartbeat = heartbeat;
+        self
+    }
+
+    /// Waits with `ticket` instead of drawing one when waiting starts.
+    pub fn ticket(mut self, ticket: Ticket) -> Self {
+        self.ticket = Some(ticket);
+        self
+    }
+}
+
+/// One waiter of a fair lock: its keys and ticket, and how its lock is extended and released.
+#[derive(Debug)]
+pub(crate) struct FairWaiter {
+    /// The lock, the queue, the deadlines.
+    keys: [String; 3],
+    ticket: Ticket,
+    channel: String,
+}
+
+impl FairWaiter {
+    fn new(inner: &Inner, resource: &str, ticket: Ticket) -> Self {
+        let lock = kind_key(inner, FAIR_TAG, resource);
+        let queue = format!("{lock}{FAIR_QUEUE_SUFFIX}");
+        let deadlines = format!("{lock}{FAIR_DEADLINES_SUFFIX}");
+        let channel = release_channel(&lock);
+        Self {
+            keys: [lock, queue, deadlines],
+            ticket,
+            channel,
+        }
+    }
+
+    fn acquire_cmd(&self, ttl_ms: u64, heartbeat_ms: u64) -> Cmd {
+        let mut cmd = eval(ACQUIRE_SCRIPT, &self.keys);
+        cmd.arg(&self.ticket.id)
+            .arg(self.ticket.at_ms)
+            .arg(ttl_ms)
+            .arg(heartbeat_ms);
+        cmd
+    }
+
+    fn leave_cmd(&self) -> Cmd {
+        let mut cmd = eval(LEAVE_SCRIPT, &self.keys);
+        cmd.arg(&self.ticket.id).arg(&self.channel);
+        cmd
+    }
+
+    /// Takes the ticket out of the queue on every master; failures only cost a heartbeat.
+    async fn leave(&self, inner: &Inner) {
+        let cmd = self.leave_cmd();
+        let replies = futures::future::join_all(inner.nodes.iter().map(|node| node.script(&cmd))).await;
+        for (node, reply) in replies.into_iter().enumerate() {
+            if let Err(error) = reply {
+                warn!(node, %error, "could not leave the fair queue on a master; the ticket lapses with its heartbeat");
+            }
+        }
+    }
+}
+
+impl LockOps for FairWaiter {
+    fn extend_cmd(&self, ttl_ms: u64) -> Cmd {
+        let mut cmd = eval(EXTEND_SCRIPT, &self.keys[..1]);
+        cmd.arg(&self.ticket.id).arg(ttl_ms);
+        cmd
+    }
+
+    fn release_cmd(&self) -> Cmd {
+        let mut cmd = eval(RELEASE_SCRIPT, &self.keys);
+        cmd.arg(&self.ticket.id).arg(&self.channel);
+        cmd
+    }
+}
+
+/// Wakes a waiting fair acquire as soon as a release or a leave names its ticket.
+///
+/// A background task subscribes to the lock's release channel on every master it can reach and
+/// raises `turn` when a message carries our ticket id. Between rounds the waiter sleeps until that
+/// or its jittered delay, whichever comes first: the delay stays the fallback (a master that could
+/// not be subscribed to, a message missed while connecting), so waking is only ever faster.
+struct Wake {
+    turn: Arc<Notify>,
+    listener: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Wake {
+    fn start(inner: &Inner, waiter: &FairWaiter) -> Self {
+        let turn = Arc::new(Notify::new());
+        let clients: Vec<redis::Client> = inner.nodes.iter().map(|n| n.client().clone()).collect();
+        let listener = tokio::runtime::Handle::try_current().ok().map(|handle| {
+            handle.spawn(listen(
+                clients,
+                waiter.channel.clone(),
+                waiter.ticket.id.clone(),
+                Arc::clone(&turn),
+                inner.config.connect_timeout,
+            ))
+        });
+        Self { turn, listener }
+    }
+
+    /// Sleeps for `delay`, or less if our turn is announced meanwhile (or was, since the last pause).
+    fn pause(&self, delay: Duration) -> impl Future<Output = ()> + 'static {
+        let turn = Arc::clone(&self.turn);
+        async move {
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = turn.notified() => debug!("woken by a release naming our ticket"),
+            }
+        }
+    }
+}
+
+impl Drop for Wake {
+    fn drop(&mut self) {
+        if let Some(listener) = self.listener.take() {
+            listener.abort();
+        }
+    }
+}
+
+/// Subscribes to `channel` on every master it can reach within `timeout` and raises `turn` for
+/// every message naming `ticket`.
+async fn listen(
+    clients: Vec<redis::Client>,
+    channel: String,
+    ticket: String,
+    turn: Arc<Notify>,
+    timeout: Duration,
+) {
+    let subscriptions = clients.iter().map(|client| {
+        let channel = channel.as_str();
+        async move {
+            let mut pubsub = tokio::time::timeout(timeout, client.get_async_pubsub())
+                .await
+                .ok()?
+                .ok()?;
+            tokio::time::timeout(timeout, pubsub.subscribe(channel))
+                .await
+                .ok()?
+                .ok()?;
+            Some(Box::pin(pubsub.into_on_message()))
+        }
+    });
+    let streams: Vec<_> = futures::future::join_all(subscriptions)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    debug!(masters = streams.len(), "listening for our turn");
+    let mut messages = futures::stream::select_all(streams);
+    while let Some(message) = messages.next().await {
+        if message.get_payload::<String>().is_ok_and(|id| id == ticket) {
+            turn.notify_one();
+        }
+    }
+}
+
+/// Leaves the queue from a spawned task unless disarmed: the cancel-safety net of a fair wait, and
+/// the tidy-up after success (the ticket may linger on masters that did not grant the lock).
+struct LeaveOnDrop {
+    armed: Option<(Arc<Inner>, Arc<FairWaiter>)>,
+}
+
+impl LeaveOnDrop {
+    fn disarm(&mut self) {
+        self.armed = None;
+    }
+}
+
+impl Drop for LeaveOnDrop {
+    fn drop(&mut self) {
+        let Some((inner, waiter)) = self.armed.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(async move {
+                    waiter.leave(&inner).await;
+                    debug!(ticket = waiter.ticket.id(), "left the fair queue");
+                });
+            }
+            Err(_) => {
+                warn!(
+                    ticket = waiter.ticket.id(),
+                    "no async runtime to leave the fair queue from; the ticket lapses with its heartbeat"
+                )
+            }
+        }
+    }
+}
+
+impl Quorlock {
+    /// Acquires the fair lock on `resource` for `ttl`, waiting in its queue behind earlier waiters,
+    /// with the default [`FairOptions`].
+    ///
+    /// A fair lock uses its own keys, so it does not exclude a plain lock on the same resource.
+    ///
+    /// ```no_run
+    /// # async fn run(locks: quorlock::Quorlock) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use quorlock::{FairOptions, Ticket};
+    ///
+    /// // Served in arrival order: whoever started waiting first gets it first.
+    /// let guard = locks.acquire_fair("printer", Duration::from_secs(10)).await?;
+    /// guard.release().await?; // the next waiter is told at once
+    ///
+    /// // A shorter heartbeat skips a crashed waiter sooner; a ticket can be drawn in advance.
+    /// let options = FairOptions::new().heartbeat(Duration::from_secs(2)).ticket(Ticket::new());
+    /// let guard = locks.acquire_fair_with("printer", Duration::from_secs(10), options).await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Quorlock::acquire`]. While the lock is held, rounds fail with [`NodeErrorKind::Held`];
+    /// while earlier waiters are ahead, with [`NodeErrorKind::Queued`]. On any error the ticket has
+    /// left the queue.
+    pub async fn acquire_fair(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
+        self.acquire_fair_with(resource, ttl, FairOptions::default())
+            .await
+    }
+
+    /// Acquires the fair lock on `resource` for `ttl` with `options`, waiting in its queue and
+    /// retrying like [`Quorlock::acquire`] (at least every third of the heartbeat). A release that
+    /// names this waiter's ticket wakes it at once, through a subscription to the lock's release
+    /// channel on each master, held for the length of the wait.
+    ///
+    /// # Errors
+    /// As [`Quorlock::acquire_fair`]; [`InputError::ZeroHeartbeat`] for a zero heartbeat.
+    #[instrument(skip_all, fields(resource = %resource, ticket = field::Empty, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
+    pub async fn acquire_fair_with(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        options: FairOptions,
+    ) -> Result<Guard, AcquireError> {
+        let (timing, waiter) = prepare(&self.inner, resource, ttl, options.ticket, options.heartbeat)?;
+        let cap = options.heartbeat / 3;
+        let heartbeat_ms = ttl_millis(options.heartbeat);
+        let wake = Wake::start(&self.inner, &waiter);
+        let pause = |delay: Duration| wake.pause(delay.min(cap));
+        let wait = self.inner.retrying(resource, pause, || {
+            round(&self.inner, resource, &waiter, timing, heartbeat_ms)
+        });
+        queued(&self.inner, &waiter, wait).await
+    }
+
+    /// Makes exactly one fair round for `resource`: takes the lock if it is free and no live waiter
+    /// is ahead, else leaves the queue again and fails.
+    ///
+    /// # Errors
+    /// As [`Quorlock::try_acquire`]; [`NodeErrorKind::Queued`] failures when earlier waiters are
+    /// ahead; [`InputError::ZeroHeartbeat`] for a zero heartbeat.
+    #[instrument(skip_all, fields(resource = %resource, ticket = field::Empty, attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
+    pub async fn try_acquire_fair_with(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        options: FairOptions,
+    ) -> Result<Guard, AcquireError> {
+        let (timing, waiter) = prepare(&self.inner, resource, ttl, options.ticket, options.heartbeat)?;
+        let heartbeat_ms = ttl_millis(options.heartbeat);
+        let once = round(&self.inner, resource, &waiter, timing, heartbeat_ms);
+        queued(&self.inner, &waiter, once).await
+    }
+}
+
+/// Checks the arguments and sets up the waiter, recording its ticket on the current span.
+fn prepare(
+    inner: &Inner,
+    resource: &str,
+    ttl: Duration,
+    ticket: Option<Ticket>,
+    heartbeat: Duration,
+) -> Result<(Timing, Arc<FairWaiter>), InputError> {
+    let timing = inner.check(resource, ttl)?;
+    if heartbeat.is_zero() {
+        return Err(InputError::ZeroHeartbeat);
+    }
+    let ticket = ticket.unwrap_or_default();
+    tracing::Span::current().record("ticket", ticket.id());
+    Ok((timing, Arc::new(FairWaiter::new(inner, resource, ticket))))
+}
+
+/// Runs `wait` while `waiter` is queued: on failure it leaves the queue before returning; on success,
+/// or when dropped part-way, it leaves from a spawned task.
+async fn queued<F>(inner: &Arc<Inner>, waiter: &Arc<FairWaiter>, wait: F) -> Result<Guard, AcquireError>
+where
+    F: Future<Output = Result<Guard, AcquireError>>,
+{
+    let mut leave = LeaveOnDrop {
+        armed: Some((Arc::clone(inner), Arc::clone(waiter))),
+    };
+    let result = wait.await;
+    if result.is_err() {
+        leave.disarm();
+        waiter.leave(inner).await;
+    }
+    result
+}
+
+/// One quorum round: queue (or stay queued) on every master and take the lock where we are first.
+async fn round(
+    inner: &Arc<Inner>,
+    resource: &str,
+    waiter: &Arc<FairWaiter>,
+    timing: Timing,
+    heartbeat_ms: u64,
+) -> Result<Guard, AcquireError> {
+    let cmd = waiter.acquire_cmd(ttl_millis(timing.ttl()), heartbeat_ms);
+    let ops: Arc<dyn LockOps> = Arc::clone(waiter) as Arc<dyn LockOps>;
+    let key = waiter.keys[0].clone();
+    let token = waiter.ticket.id.clone();
+    inner
+        .round_with(resource, key, token, timing, ops, |node| {
+            let cmd = &cmd;
+            async move {
+                match int_reply(node.query(cmd).await?, "fair acquire")? {
+                    1 => Ok(()),
+                    -1 => Err(NodeErrorKind::Held),
+                    0 => Err(NodeErrorKind::Queued),
+                    other => Err(NodeErrorKind::Protocol(format!(
+                        "fair acquire answered {other}, expected 1, 0 or -1"
+                    ))),
+                }
+            }
+        })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tickets_order_by_time_then_id() {
+        let early = Ticket {
+            at_ms: 10,
+            id: "ff".into(),
+        };
+        let late = Ticket {
+            at_ms: 11,
+            id: "00".into(),
+        };
+        let tie = Ticket {
+            at_ms: 10,
+            id: "fe".into(),
+        };
+        assert!(early < late);
+        assert!(tie < early);
+        let fresh = Ticket::new();
+        assert_eq!(fresh.id().len(), 32);
+        assert_ne!(fresh, Ticket::new());
+    }
+}

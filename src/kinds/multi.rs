@@ -1,0 +1,257 @@
+//! The multi-resource lock: a set of resources taken all-or-nothing, decided by one quorum.
+//!
+//! One Lua call per master checks every key and sets them all, or sets none and reports which keys
+//! were held. The call is atomic on its master, so two clients taking overlapping sets in different
+//! orders can never each hold a part of what the other needs: there is no lock ordering to get
+//! wrong and no deadlock. The keys are the plain locks' keys, each holding the same random token,
+//! so a multi-resource lock on `{a, b}` excludes a plain lock on `a`, and the other way round.
+//! Quorum, validity, extend and release work as for one resource; the masters' refusals are gathered
+//! into [`AcquireError::Conflict`], which names the resources that were held.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::{Cmd, Value};
+use tracing::{field, instrument};
+
+use super::eval;
+use crate::config::RELEASE_CHANNEL_PREFIX;
+use crate::coordinator::{new_token, ttl_millis, Inner};
+use crate::core::Timing;
+use crate::error::{AcquireError, InputError, NodeErrorKind};
+use crate::guard::Guard;
+use crate::ops::LockOps;
+use crate::Quorlock;
+
+const ACQUIRE_SCRIPT: &str = include_str!("../scripts/multi_acquire.lua");
+const RELEASE_SCRIPT: &str = include_str!("../scripts/multi_release.lua");
+const EXTEND_SCRIPT: &str = include_str!("../scripts/multi_extend.lua");
+
+/// A held set of resources: how it is extended and released on one master.
+#[derive(Debug)]
+pub(crate) struct MultiLock {
+    resources: Vec<String>,
+    keys: Vec<String>,
+    token: String,
+}
+
+impl MultiLock {
+    fn acquire_cmd(&self, ttl_ms: u64) -> Cmd {
+        let mut cmd = eval(ACQUIRE_SCRIPT, &self.keys);
+        cmd.arg(&self.token).arg(ttl_ms);
+        cmd
+    }
+}
+
+impl LockOps for MultiLock {
+    fn extend_cmd(&self, ttl_ms: u64) -> Cmd {
+        let mut cmd = eval(EXTEND_SCRIPT, &self.keys);
+        cmd.arg(&self.token).arg(ttl_ms);
+        cmd
+    }
+
+    fn release_cmd(&self) -> Cmd {
+        let mut cmd = eval(RELEASE_SCRIPT, &self.keys);
+        cmd.arg(&self.token).arg(RELEASE_CHANNEL_PREFIX);
+        cmd
+    }
+
+    fn resources(&self) -> Option<&[String]> {
+        Some(&self.resources)
+    }
+}
+
+/// The checked resources of one multi-resource request: sorted, without duplicates.
+struct ResourceSet {
+    names: Vec<String>,
+    /// The set as one name, for errors, logs and [`Guard::resource`].
+    label: String,
+}
+
+impl ResourceSet {
+    /// Checks the set and the TTL, and records the set on the current span.
+    fn checked<I, S>(inner: &Inner, resources: I, ttl: Duration) -> Result<(Self, Timing), InputError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let set = Self::new(resources)?;
+        tracing::Span::current().record("resource", set.label.as_str());
+        Ok((set, inner.check_ttl(ttl)?))
+    }
+
+    fn new<I, S>(resources: I) -> Result<Self, InputError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut names = BTreeSet::new();
+        for resource in resources {
+            let resource = resource.as_ref();
+            if resource.is_empty() {
+                return Err(InputError::EmptyResource);
+            }
+            names.insert(resource.to_owned());
+        }
+        if names.is_empty() {
+            return Err(InputError::NoResources);
+        }
+        let names: Vec<String> = names.into_iter().collect();
+        let label = format!("{{{}}}", names.join(", "));
+        Ok(Self { names, label })
+    }
+}
+
+impl Quorlock {
+    /// Acquires every resource in `resources` at once, or none, retrying with jitter like
+    /// [`Quorlock::acquire`].
+    ///
+    /// The order of `resources` does not matter and duplicates count once. The guard covers the
+    /// whole set: [`Guard::resources`] lists it, and extend and release act on every resource.
+    ///
+    /// ```no_run
+    /// # async fn run(locks: quorlock::Quorlock) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    ///
+    /// // Another client may take ["account:7", "account:3"] at the same time: no deadlock.
+    /// let guard = locks.acquire_all(["account:3", "account:7"], Duration::from_secs(10)).await?;
+    /// // ... move money between the two accounts ...
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Quorlock::acquire`]; [`InputError::NoResources`] for an empty set. A round refused
+    /// because some resources were held fails with [`AcquireError::Conflict`] naming them
+    /// (see [`AcquireError::conflicts`], also through [`AcquireError::Exhausted`]).
+    #[instrument(skip_all, fields(resource = field::Empty, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
+    pub async fn acquire_all<I, S>(&self, resources: I, ttl: Duration) -> Result<Guard, AcquireError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let (set, timing) = ResourceSet::checked(&self.inner, resources, ttl)?;
+        self.inner
+            .retrying(&set.label, tokio::time::sleep, || {
+                round(&self.inner, &set, timing)
+            })
+            .await
+    }
+
+    /// Makes exactly one round for every resource in `resources`, with no retries.
+    ///
+    /// # Errors
+    /// As [`Quorlock::try_acquire`]; [`AcquireError::Conflict`] naming the resources that were
+    /// held; [`InputError::NoResources`] for an empty set.
+    #[instrument(skip_all, fields(resource = field::Empty, attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
+    pub async fn try_acquire_all<I, S>(&self, resources: I, ttl: Duration) -> Result<Guard, AcquireError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let (set, timing) = ResourceSet::checked(&self.inner, resources, ttl)?;
+        round(&self.inner, &set, timing).await
+    }
+}
+
+/// One quorum round taking every resource of `set` on each master, or none.
+async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<Guard, AcquireError> {
+    let keys: Vec<String> = set.names.iter().map(|r| inner.key(r)).collect();
+    let token = new_token()?;
+    let lock = MultiLock {
+        resources: set.names.clone(),
+        keys,
+        token: token.clone(),
+    };
+    let cmd = lock.acquire_cmd(ttl_millis(timing.ttl()));
+    let key_label = format!("{{{}}}", lock.keys.join(", "));
+    let ops: Arc<dyn LockOps> = Arc::new(lock);
+    // Positions (0-based) of the resources some master reported held.
+    let held: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+    let result = inner
+        .round_with(&set.label, key_label, token, timing, ops, |node| {
+            let (cmd, held) = (&cmd, &held);
+            async move {
+                let conflicts = conflicts(node.query(cmd).await?, set.names.len())?;
+                if conflicts.is_empty() {
+                    return Ok(());
+                }
+                held.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .extend(conflicts);
+                Err(NodeErrorKind::Held)
+            }
+        })
+        .await;
+    let held = held.into_inner().unwrap_or_else(PoisonError::into_inner);
+    match result {
+        Err(AcquireError::NoQuorum {
+            resource,
+            acquired,
+            required,
+            masters,
+            failures,
+        }) if !held.is_empty() => Err(AcquireError::Conflict {
+            resource,
+            conflicts: held
+                .into_iter()
+                .filter_map(|i| set.names.get(i).cloned())
+                .collect(),
+            acquired,
+            required,
+            masters,
+            failures,
+        }),
+        other => other,
+    }
+}
+
+/// Reads the acquire script's reply: the 0-based positions of the held keys (empty: all taken).
+fn conflicts(reply: Value, keys: usize) -> Result<Vec<usize>, NodeErrorKind> {
+    let bad = |what: String| NodeErrorKind::Protocol(format!("multi-resource acquire answered {what}"));
+    let Value::Array(items) = reply else {
+        return Err(bad(format!("{reply:?}, expected an array")));
+    };
+    items
+        .into_iter()
+        .map(|item| {
+            let position = match &item {
+                Value::Int(i) => usize::try_from(*i).ok(),
+                _ => None,
+            };
+            match position {
+                Some(p) if (1..=keys).contains(&p) => Ok(p - 1),
+                _ => Err(bad(format!("{item:?}, expected a key position in 1..={keys}"))),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_sets_are_sorted_deduplicated_and_checked() {
+        let set = ResourceSet::new(["b", "a", "b"]).expect("valid set");
+        assert_eq!(set.names, ["a", "b"]);
+        assert_eq!(set.label, "{a, b}");
+        assert!(matches!(
+            ResourceSet::new(Vec::<String>::new()),
+            Err(InputError::NoResources)
+        ));
+        assert!(matches!(
+            ResourceSet::new(["a", ""]),
+            Err(InputError::EmptyResource)
+        ));
+    }
+
+    #[test]
+    fn conflict_replies_are_positions_within_the_set() {
+        assert_eq!(conflicts(Value::Array(vec![]), 2), Ok(vec![]));
+        assert_eq!(conflicts(Value::Array(vec![Value::Int(2)]), 2), Ok(vec![1]));
+        assert!(conflicts(Value::Array(vec![Value::Int(3)]), 2).is_err());
+        assert!(conflicts(Value::Int(1), 2).is_err());
+    }
+}

@@ -1,0 +1,262 @@
+//! The reentrant lock: an explicit owner may hold the same lock several times at once.
+//!
+//! Async Rust has no thread identity to reuse, so the owner is explicit: a [`LockOwner`] that the
+//! caller passes to every acquire. On each master the lock is a hash holding the owner's hold count
+//! and one field per hold. Acquiring again with the same owner adds a hold and increments the count;
+//! releasing a hold removes it and decrements the count; the last release deletes the hash and
+//! announces it on the release channel. Another owner is refused while any hold is left.
+//!
+//! Each hold is identified by its own random token, so a retried or repeated release removes that
+//! hold at most once, and the masters agree on what is held even when a hold reached only some of
+//! them. Quorum, validity and release are the plain lock's: every hold is its own [`Guard`].
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rand::Rng;
+use redis::Cmd;
+use tracing::{field, instrument};
+
+use super::{eval, int_reply, kind_key, REENTRANT_TAG};
+use crate::coordinator::{new_token, release_channel, ttl_millis, Inner};
+use crate::core::{quorum, Timing};
+use crate::error::{AcquireError, InputError, NodeErrorKind};
+use crate::guard::Guard;
+use crate::ops::LockOps;
+use crate::Quorlock;
+
+const ACQUIRE_SCRIPT: &str = include_str!("../scripts/reentrant_acquire.lua");
+const RELEASE_SCRIPT: &str = include_str!("../scripts/reentrant_release.lua");
+const EXTEND_SCRIPT: &str = include_str!("../scripts/reentrant_extend.lua");
+
+/// Who holds a reentrant lock: holds taken with equal owners re-enter, others exclude each other.
+///
+/// Share one owner between the tasks that may re-enter each other's critical section (typically a
+/// task and the calls it makes), and give unrelated work its own.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct LockOwner(Arc<str>);
+
+impl LockOwner {
+    /// A fresh owner with a random 128-bit identity.
+    pub fn new() -> Self {
+        let bits: u128 = rand::rng().random();
+        Self(Arc::from(format!("{bits:032x}")))
+    }
+
+    /// The owner's identity as stored on the masters.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for LockOwner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl From<String> for LockOwner {
+    fn from(id: String) -> Self {
+        Self(Arc::from(id))
+    }
+}
+
+impl From<&str> for LockOwner {
+    fn from(id: &str) -> Self {
+        Self(Arc::from(id))
+    }
+}
+
+impl fmt::Display for LockOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for LockOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LockOwner({:?})", &*self.0)
+    }
+}
+
+/// One hold of a reentrant lock: how it is extended and released.
+#[derive(Debug)]
+pub(crate) struct ReentrantHold {
+    key: String,
+    owner_field: String,
+    hold_field: String,
+    channel: String,
+    /// The owner's hold count on a majority of masters when this hold was taken (0 until then).
+    holds: AtomicU64,
+}
+
+impl ReentrantHold {
+    fn new(key: &str, owner: &LockOwner, token: &str) -> Self {
+        Self {
+            key: key.to_owned(),
+            owner_field: format!("o:{owner}"),
+            hold_field: format!("h:{token}"),
+            channel: release_channel(key),
+            holds: AtomicU64::new(0),
+        }
+    }
+
+    fn acquire_cmd(&self, ttl_ms: u64) -> Cmd {
+        let mut cmd = eval(ACQUIRE_SCRIPT, &[&self.key]);
+        cmd.arg(&self.owner_field).arg(&self.hold_field).arg(ttl_ms);
+        cmd
+    }
+}
+
+impl LockOps for ReentrantHold {
+    fn extend_cmd(&self, ttl_ms: u64) -> Cmd {
+        let mut cmd = eval(EXTEND_SCRIPT, &[&self.key]);
+        cmd.arg(&self.owner_field).arg(&self.hold_field).arg(ttl_ms);
+        cmd
+    }
+
+    fn release_cmd(&self) -> Cmd {
+        let mut cmd = eval(RELEASE_SCRIPT, &[&self.key]);
+        cmd.arg(&self.owner_field)
+            .arg(&self.hold_field)
+            .arg(&self.channel);
+        cmd
+    }
+
+    fn holds(&self) -> Option<u64> {
+        Some(self.holds.load(Ordering::Relaxed))
+    }
+}
+
+impl Quorlock {
+    /// Acquires the reentrant lock on `resource` for `owner`, retrying with jitter like
+    /// [`Quorlock::acquire`]. If `owner` holds it already, this adds one more hold.
+    ///
+    /// Every hold is its own [`Guard`] and needs its own release; the lock is free for other owners
+    /// once every hold is released (or has expired). A reentrant lock uses its own key, so it does
+    /// not exclude a plain lock on the same resource.
+    ///
+    /// ```no_run
+    /// # async fn run(locks: quorlock::Quorlock) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use quorlock::LockOwner;
+    ///
+    /// let owner = LockOwner::new();
+    /// let outer = locks.acquire_reentrant("ledger", &owner, Duration::from_secs(10)).await?;
+    /// // ... a call that needs the same lock re-enters instead of deadlocking:
+    /// let inner = locks.acquire_reentrant("ledger", &owner, Duration::from_secs(10)).await?;
+    /// assert_eq!(inner.holds(), Some(2));
+    /// inner.release().await?;
+    /// outer.release().await?; // the last hold: the lock is free for other owners
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Quorlock::acquire`]; [`InputError::EmptyOwner`] for an owner with an empty identity.
+    /// While another owner holds the lock, rounds fail with [`NodeErrorKind::Held`].
+    #[instrument(skip_all, fields(resource = %resource, owner = %owner, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
+    pub async fn acquire_reentrant(
+        &self,
+        resource: &str,
+        owner: &LockOwner,
+        ttl: Duration,
+    ) -> Result<Guard, AcquireError> {
+        let timing = check(&self.inner, resource, owner, ttl)?;
+        self.inner
+            .retrying(resource, tokio::time::sleep, || {
+                round(&self.inner, resource, owner, timing)
+            })
+            .await
+    }
+
+    /// Makes exactly one round for the reentrant lock on `resource` for `owner`, with no retries.
+    ///
+    /// # Errors
+    /// As [`Quorlock::try_acquire`]; [`InputError::EmptyOwner`] for an empty owner identity.
+    #[instrument(skip_all, fields(resource = %resource, owner = %owner, attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
+    pub async fn try_acquire_reentrant(
+        &self,
+        resource: &str,
+        owner: &LockOwner,
+        ttl: Duration,
+    ) -> Result<Guard, AcquireError> {
+        let timing = check(&self.inner, resource, owner, ttl)?;
+        round(&self.inner, resource, owner, timing).await
+    }
+}
+
+fn check(inner: &Inner, resource: &str, owner: &LockOwner, ttl: Duration) -> Result<Timing, InputError> {
+    if owner.as_str().is_empty() {
+        return Err(InputError::EmptyOwner);
+    }
+    inner.check(resource, ttl)
+}
+
+/// One quorum round adding a hold for `owner`.
+async fn round(
+    inner: &Arc<Inner>,
+    resource: &str,
+    owner: &LockOwner,
+    timing: Timing,
+) -> Result<Guard, AcquireError> {
+    let key = kind_key(inner, REENTRANT_TAG, resource);
+    let token = new_token()?;
+    let hold = Arc::new(ReentrantHold::new(&key, owner, &token));
+    let cmd = hold.acquire_cmd(ttl_millis(timing.ttl()));
+    let counts: Mutex<Vec<u64>> = Mutex::new(Vec::with_capacity(inner.nodes.len()));
+    let ops: Arc<dyn LockOps> = Arc::clone(&hold) as Arc<dyn LockOps>;
+    let guard = inner
+        .round_with(resource, key, token, timing, ops, |node| {
+            let (cmd, counts) = (&cmd, &counts);
+            async move {
+                let count = int_reply(node.query(cmd).await?, "reentrant acquire")?;
+                match u64::try_from(count) {
+                    Ok(count) if count > 0 => {
+                        counts.lock().unwrap_or_else(PoisonError::into_inner).push(count);
+                        Ok(())
+                    }
+                    _ if count == -1 => Err(NodeErrorKind::Held),
+                    _ => Err(NodeErrorKind::Protocol(format!(
+                        "reentrant acquire answered {count}, expected a hold count or -1"
+                    ))),
+                }
+            }
+        })
+        .await?;
+    let counts = counts.into_inner().unwrap_or_else(PoisonError::into_inner);
+    hold.holds
+        .store(majority_count(counts, inner.nodes.len()), Ordering::Relaxed);
+    Ok(guard)
+}
+
+/// The largest hold count that a majority of the `masters` reported at least.
+fn majority_count(mut counts: Vec<u64>, masters: usize) -> u64 {
+    counts.sort_unstable_by(|a, b| b.cmp(a));
+    let at = quorum(masters).saturating_sub(1);
+    counts.get(at).or(counts.last()).copied().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owners_are_random_unless_named() {
+        assert_ne!(LockOwner::new(), LockOwner::new());
+        assert_eq!(LockOwner::new().as_str().len(), 32);
+        assert_eq!(
+            LockOwner::from("worker-7"),
+            LockOwner::from("worker-7".to_owned())
+        );
+    }
+
+    #[test]
+    fn the_hold_count_is_what_a_majority_has() {
+        assert_eq!(majority_count(vec![2, 1, 2], 3), 2);
+        assert_eq!(majority_count(vec![3, 1], 3), 1);
+        assert_eq!(majority_count(vec![3, 3, 1, 2, 3], 5), 3);
+        assert_eq!(majority_count(vec![1, 2, 3], 5), 1);
+    }
+}

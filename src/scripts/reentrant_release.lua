@@ -1,0 +1,18 @@
+-- Reentrant release: remove one hold; the last hold deletes the lock and announces the release.
+-- KEYS[1] = the reentrant lock's hash.
+-- ARGV[1] = owner field, ARGV[2] = hold field, ARGV[3] = channel to announce the release on ('' for none).
+-- Returns 1 when our hold was removed, 0 when it is absent (expired, or released already), -1 when
+-- another owner holds the lock.
+if redis.call('HDEL', KEYS[1], ARGV[2]) == 1 then
+  if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) <= 0 then
+    redis.call('DEL', KEYS[1])
+    if ARGV[3] ~= '' then
+      redis.call('PUBLISH', ARGV[3], ARGV[1])
+    end
+  end
+  return 1
+end
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  return 0
+end
+return -1

@@ -1,0 +1,398 @@
+//! The fair lock against real masters: waiters served in ticket order, a crashed waiter skipped
+//! after its heartbeat deadline, masters whose queues differ still making progress, the next waiter
+//! notified on release, and waiters that give up or are dropped leaving the queue.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{builder, cluster, eventually, subscribe};
+use futures::StreamExt;
+use quorlock::{AcquireError, FairOptions, NodeErrorKind, Quorlock, Ticket};
+use quorlock_chaos::Cluster;
+use redis::AsyncCommands;
+
+const TTL: Duration = Duration::from_secs(10);
+const LOCK: &str = "quorlock:fair:printer";
+const QUEUE: &str = "quorlock:fair:printer:queue";
+const DEADLINES: &str = "quorlock:fair:printer:deadlines";
+
+/// A client that waits long enough for a queue of waiters on a loaded machine.
+async fn patient(c: &Cluster) -> Quorlock {
+    builder(c)
+        .wait(Duration::from_secs(30))
+        .max_attempts(u32::MAX)
+        .build()
+        .await
+        .expect("build")
+}
+
+/// The tickets queued on master `i`, in queue order.
+async fn queue(c: &Cluster, i: usize) -> Vec<String> {
+    let mut conn = c.client(i).await.expect("connect");
+    conn.zrange(QUEUE, 0, -1).await.expect("ZRANGE")
+}
+
+/// Whether every master in `masters` has exactly `n` queued tickets.
+async fn queued_everywhere(c: &Cluster, masters: &[usize], n: usize) -> bool {
+    for &i in masters {
+        if queue(c, i).await.len() != n {
+            return false;
+        }
+    }
+    true
+}
+
+/// Waits for the lock with `ticket`, records the ticket id when it gets it, then releases.
+fn waiter(
+    locks: Quorlock,
+    ticket: Ticket,
+    served: Arc<Mutex<Vec<String>>>,
+    holding: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<Result<(), AcquireError>> {
+    tokio::spawn(async move {
+        let options = FairOptions::new().ticket(ticket.clone());
+        let guard = locks.acquire_fair_with("printer", TTL, options).await?;
+        assert_eq!(holding.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+        served.lock().expect("served").push(ticket.id().to_owned());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        holding.fetch_sub(1, Ordering::SeqCst);
+        guard.release().await.expect("release");
+        Ok(())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_waiters_are_served_in_ticket_order() {
+    let c = cluster(3).await;
+    let locks = patient(&c).await;
+    let first = locks.acquire_fair("printer", TTL).await.expect("first holder");
+    let tickets: Vec<Ticket> = (0..8)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(2));
+            Ticket::new()
+        })
+        .collect();
+    let mut expected: Vec<Ticket> = tickets.clone();
+    expected.sort();
+    assert_eq!(expected, tickets, "tickets drawn in sequence are in order");
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let holding = Arc::new(AtomicUsize::new(0));
+    // Start the waiters latest ticket first: the queue order must come from the tickets.
+    let mut tasks = Vec::new();
+    for ticket in tickets.iter().rev() {
+        tasks.push(waiter(
+            locks.clone(),
+            ticket.clone(),
+            Arc::clone(&served),
+            Arc::clone(&holding),
+        ));
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || queued_everywhere(&c, &[0, 1, 2], 8)).await,
+        "all eight waiters queue on every master"
+    );
+    let ids: Vec<String> = expected.iter().map(|t| t.id().to_owned()).collect();
+    assert_eq!(queue(&c, 1).await, ids, "the queue is in ticket order");
+    first.release().await.expect("release the first holder");
+    for task in tasks {
+        task.await.expect("waiter task").expect("every waiter is served");
+    }
+    assert_eq!(*served.lock().expect("served"), ids);
+    assert!(
+        queued_everywhere(&c, &[0, 1, 2], 0).await,
+        "nobody left in the queue"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_waiter_is_skipped_after_its_heartbeat_deadline() {
+    let c = cluster(3).await;
+    let locks = patient(&c).await;
+    let holder = locks.acquire_fair("printer", TTL).await.expect("holder");
+    let crashed = Ticket::new();
+    std::thread::sleep(Duration::from_millis(2));
+    let live = Ticket::new();
+    // The crashed waiter queues with a 1.5 s heartbeat, then stops without leaving: its future is
+    // forgotten, so neither its rounds nor its clean-up ever run again.
+    let options = FairOptions::new()
+        .ticket(crashed.clone())
+        .heartbeat(Duration::from_millis(1500));
+    let mut crashing = Box::pin(locks.acquire_fair_with("printer", TTL, options));
+    for _ in 0..100 {
+        let _ = tokio::time::timeout(Duration::from_millis(50), &mut crashing).await;
+        if queued_everywhere(&c, &[0, 1, 2], 1).await {
+            break;
+        }
+    }
+    assert!(
+        queued_everywhere(&c, &[0, 1, 2], 1).await,
+        "the crashed waiter queued"
+    );
+    std::mem::forget(crashing);
+
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let live_task = waiter(
+        locks.clone(),
+        live.clone(),
+        Arc::clone(&served),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || queued_everywhere(&c, &[0, 1, 2], 2)).await,
+        "the live waiter queued behind the crashed one"
+    );
+    holder.release().await.expect("release the holder");
+    // The crashed waiter's deadline is at least 1 s away: the live waiter must still wait.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        served.lock().expect("served").is_empty(),
+        "served ahead of a live-looking head"
+    );
+    for i in 0..3 {
+        assert_eq!(queue(&c, i).await.first(), Some(&crashed.id().to_owned()));
+    }
+    // Once its heartbeat lapses, the crashed waiter is purged and the live one is served.
+    tokio::time::timeout(Duration::from_secs(20), live_task)
+        .await
+        .expect("served within 20 s")
+        .expect("task")
+        .expect("acquired");
+    assert_eq!(*served.lock().expect("served"), [live.id().to_owned()]);
+    for i in 0..3 {
+        assert!(
+            !queue(&c, i).await.contains(&crashed.id().to_owned()),
+            "master {i} purged the crashed waiter"
+        );
+    }
+}
+
+/// This master's clock in milliseconds.
+async fn server_ms(c: &Cluster, i: usize) -> u64 {
+    let mut conn = c.client(i).await.expect("connect");
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.expect("TIME");
+    secs * 1000 + micros / 1000
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_masters_with_queues_seeded_differently_still_make_progress() {
+    let c = cluster(5).await;
+    let locks = patient(&c).await;
+    let holder = locks.acquire_fair("printer", TTL).await.expect("holder");
+    let tickets: Vec<Ticket> = (0..3)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(2));
+            Ticket::new()
+        })
+        .collect();
+    let [a, b, d] = [tickets[0].id(), tickets[1].id(), tickets[2].id()];
+    // The masters' queues disagree: a heads masters 0 and 1, b heads a majority (2, 3, 4) with a
+    // far behind it, d is missing from some, and there is junk: a waiter whose heartbeat lapsed and
+    // a queued ticket with no heartbeat at all. Were the seeded scores kept, b would be served
+    // before a; were the masters' heads left to disagree, no waiter could reach 3 of 5.
+    let late = tickets[2].at_ms() + 1_000_000;
+    let seeds: [&[(&str, u64)]; 5] = [
+        &[(a, 1), (b, late), ("lapsed", 0)],
+        &[(a, 1), (d, 2), (b, late)],
+        &[(b, 1), (a, late), ("no-heartbeat", 0)],
+        &[(b, 1), (d, 2), (a, late)],
+        &[(d, 1), (b, 2), (a, late)],
+    ];
+    for (i, seed) in seeds.iter().enumerate() {
+        let now = server_ms(&c, i).await;
+        let mut conn = c.client(i).await.expect("connect");
+        for &(id, score) in seed.iter() {
+            let _: () = conn.zadd(QUEUE, id, score).await.expect("ZADD queue");
+            let deadline = match id {
+                "lapsed" => Some(now - 1_000),
+                "no-heartbeat" => None,
+                _ => Some(now + 60_000),
+            };
+            if let Some(deadline) = deadline {
+                let _: () = conn.zadd(DEADLINES, id, deadline).await.expect("ZADD deadlines");
+            }
+        }
+    }
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let holding = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = tickets
+        .iter()
+        .rev()
+        .map(|t| {
+            waiter(
+                locks.clone(),
+                t.clone(),
+                Arc::clone(&served),
+                Arc::clone(&holding),
+            )
+        })
+        .collect();
+    // Each waiter's rounds put its own ticket's score on every master: the queues converge.
+    let ids: Vec<String> = tickets.iter().map(|t| t.id().to_owned()).collect();
+    let converged = eventually(Duration::from_secs(10), || async {
+        for i in 0..5 {
+            let live: Vec<String> = queue(&c, i)
+                .await
+                .into_iter()
+                .filter(|id| ids.contains(id))
+                .collect();
+            if live != ids {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    assert!(converged, "every master orders the live waiters by their tickets");
+    holder.release().await.expect("release the holder");
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(20), task)
+            .await
+            .expect("no livelock: every waiter is served within 20 s")
+            .expect("task")
+            .expect("acquired");
+    }
+    assert_eq!(*served.lock().expect("served"), ids, "served in ticket order");
+    assert!(
+        queued_everywhere(&c, &[0, 1, 2, 3, 4], 0).await,
+        "queues drained, junk purged"
+    );
+}
+
+#[tokio::test]
+async fn release_notifies_the_next_waiter_by_its_ticket() {
+    let c = cluster(3).await;
+    let locks = patient(&c).await;
+    let mut messages = subscribe(&c, 0, &format!("quorlock:released:{LOCK}")).await;
+    let holder = locks.acquire_fair("printer", TTL).await.expect("holder");
+    assert_eq!(holder.key(), LOCK);
+    let next = Ticket::new();
+    let task = waiter(
+        locks.clone(),
+        next.clone(),
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    assert!(eventually(Duration::from_secs(5), || queued_everywhere(&c, &[0, 1, 2], 1)).await);
+    holder.release().await.expect("release");
+    let payload = tokio::time::timeout(Duration::from_secs(5), messages.next())
+        .await
+        .expect("notified within 5 s")
+        .expect("a message");
+    assert_eq!(payload, next.id());
+    task.await.expect("task").expect("the next waiter is served");
+}
+
+#[tokio::test]
+async fn waiters_that_give_up_or_are_dropped_leave_the_queue() {
+    let c = cluster(3).await;
+    let locks = patient(&c).await;
+    let holder = locks.acquire_fair("printer", TTL).await.expect("holder");
+    // A single round while the lock is held fails and leaves no ticket behind.
+    let err = locks
+        .try_acquire_fair_with("printer", TTL, FairOptions::new())
+        .await
+        .expect_err("held");
+    assert!(
+        err.failures().iter().all(|f| f.kind == NodeErrorKind::Held),
+        "{err}"
+    );
+    assert!(
+        queued_everywhere(&c, &[0, 1, 2], 0).await,
+        "left at once after failing"
+    );
+    // Giving up after the wait deadline leaves the queue before returning.
+    let impatient = builder(&c)
+        .wait(Duration::from_millis(300))
+        .build()
+        .await
+        .expect("build");
+    let err = impatient
+        .acquire_fair("printer", TTL)
+        .await
+        .expect_err("held throughout");
+    assert!(matches!(err, AcquireError::Exhausted { .. }), "{err}");
+    assert!(
+        queued_everywhere(&c, &[0, 1, 2], 0).await,
+        "left at once after giving up"
+    );
+    // A waiter whose future is dropped leaves from a background task.
+    let waiting = locks.acquire_fair("printer", TTL);
+    let _ = tokio::time::timeout(Duration::from_millis(300), waiting).await;
+    assert!(
+        eventually(Duration::from_secs(5), || queued_everywhere(&c, &[0, 1, 2], 0)).await,
+        "a dropped waiter leaves the queue"
+    );
+    // A waiter behind an earlier live ticket on a majority is refused with Queued, not Held.
+    holder.release().await.expect("release");
+    let early = Ticket::new();
+    for i in 0..2 {
+        let deadline = server_ms(&c, i).await + 60_000;
+        let mut conn = c.client(i).await.expect("connect");
+        let _: () = conn.zadd(QUEUE, early.id(), early.at_ms()).await.expect("ZADD");
+        let _: () = conn.zadd(DEADLINES, early.id(), deadline).await.expect("ZADD");
+    }
+    let err = locks
+        .try_acquire_fair_with("printer", TTL, FairOptions::new())
+        .await
+        .expect_err("an earlier waiter is ahead on a majority");
+    assert!(
+        err.failures().iter().any(|f| f.kind == NodeErrorKind::Queued),
+        "{err}"
+    );
+    assert!(err.is_contended(), "{err}");
+    assert_eq!(
+        queue(&c, 0).await,
+        [early.id().to_owned()],
+        "only the earlier ticket is left"
+    );
+}
+
+/// How many connections subscribe to the lock's release channel on master `i`.
+async fn subscribers(c: &Cluster, i: usize) -> u64 {
+    let mut conn = c.client(i).await.expect("connect");
+    let (_, n): (String, u64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(format!("quorlock:released:{LOCK}"))
+        .query_async(&mut conn)
+        .await
+        .expect("PUBSUB NUMSUB");
+    n
+}
+
+#[tokio::test]
+async fn a_waiter_wakes_on_its_turn_instead_of_sleeping_out_its_retry_delay() {
+    let c = cluster(3).await;
+    let locks = patient(&c).await;
+    // Between rounds this waiter would sleep 20 s: only the notification can wake it sooner.
+    let sleepy = builder(&c)
+        .retry_delay(Duration::from_secs(20))
+        .retry_jitter(Duration::ZERO)
+        .wait(Duration::from_secs(120))
+        .build()
+        .await
+        .expect("build");
+    let holder = locks.acquire_fair("printer", TTL).await.expect("holder");
+    let options = FairOptions::new().heartbeat(Duration::from_secs(120));
+    let task = tokio::spawn(async move { sleepy.acquire_fair_with("printer", TTL, options).await });
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            queued_everywhere(&c, &[0, 1, 2], 1).await && subscribers(&c, 0).await == 1
+        })
+        .await,
+        "the waiter queued and listens for its turn"
+    );
+    holder.release().await.expect("release");
+    let guard = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("woken by the release, not by its 20 s retry delay")
+        .expect("task")
+        .expect("acquired");
+    guard.release().await.expect("release");
+    assert!(
+        eventually(Duration::from_secs(5), || async { subscribers(&c, 0).await == 0 }).await,
+        "the subscription ends with the wait"
+    );
+}

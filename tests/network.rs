@@ -1,0 +1,119 @@
+//! The lock behind a faulty network, through the harness's own TCP proxy: a blackholed master
+//! (accepts, never answers), a slow one, and one that resets every connection.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{cluster, eventually, holders};
+use quorlock::{NodeErrorKind, Quorlock};
+use quorlock_chaos::{ProxyGroup, ProxyMode};
+
+const TTL: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn a_blackholed_master_does_not_hold_up_the_acquire() {
+    let c = cluster(5).await;
+    let proxies = ProxyGroup::start(&c, 1).await.expect("proxies");
+    // A node timeout far longer than a round: waiting on the blackholed master would show in the validity.
+    let locks = Quorlock::builder()
+        .nodes(proxies.urls(0))
+        .node_timeout(Duration::from_secs(10))
+        .build()
+        .await
+        .expect("build");
+    locks
+        .try_acquire("warm", TTL)
+        .await
+        .expect("acquire")
+        .release()
+        .await
+        .expect("release");
+    proxies
+        .set_master_mode(4, ProxyMode::Blackhole)
+        .expect("blackhole");
+    let guard = locks.try_acquire("blackholed", TTL).await.expect("4 of 5 answer");
+    assert!(
+        guard.validity() > TTL - Duration::from_secs(5),
+        "validity {:?}",
+        guard.validity()
+    );
+    assert_eq!(holders(&c, &[0, 1, 2, 3], "blackholed").await, 4);
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_blackholed_majority_fails_on_the_node_timeout_and_leaves_no_key() {
+    let c = cluster(3).await;
+    let proxies = ProxyGroup::start(&c, 1).await.expect("proxies");
+    let locks = Quorlock::builder()
+        .nodes(proxies.urls(0))
+        .node_timeout(Duration::from_millis(150))
+        .build()
+        .await
+        .expect("build");
+    proxies
+        .set_master_mode(0, ProxyMode::Blackhole)
+        .expect("blackhole");
+    proxies
+        .set_master_mode(1, ProxyMode::Blackhole)
+        .expect("blackhole");
+    let err = locks
+        .try_acquire("dark", TTL)
+        .await
+        .expect_err("no majority answers");
+    let timeouts = err
+        .failures()
+        .iter()
+        .filter(|f| f.kind == NodeErrorKind::Timeout)
+        .count();
+    assert_eq!(timeouts, 2, "{err}");
+    let clean = eventually(Duration::from_secs(2), || async {
+        holders(&c, &[0, 1, 2], "dark").await == 0
+    })
+    .await;
+    assert!(clean, "the live master kept our partial key");
+}
+
+#[tokio::test]
+async fn latency_below_the_ttl_still_acquires_and_reset_connections_are_a_no() {
+    let c = cluster(3).await;
+    let proxies = ProxyGroup::start(&c, 1).await.expect("proxies");
+    let locks = Quorlock::builder()
+        .nodes(proxies.urls(0))
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .expect("build");
+    proxies
+        .set_master_mode(0, ProxyMode::Latency(Duration::from_millis(30)))
+        .expect("latency");
+    proxies
+        .set_master_mode(1, ProxyMode::Latency(Duration::from_millis(30)))
+        .expect("latency");
+    let guard = locks
+        .try_acquire("slow", TTL)
+        .await
+        .expect("slow masters still answer within the timeout");
+    guard.release().await.expect("release");
+    proxies.set_master_mode(0, ProxyMode::Reset).expect("reset");
+    proxies.set_master_mode(1, ProxyMode::Reset).expect("reset");
+    let err = locks
+        .try_acquire("reset", TTL)
+        .await
+        .expect_err("connections are reset");
+    assert!(
+        err.failures().iter().filter(|f| f.kind.is_unreachable()).count() >= 2,
+        "{err}"
+    );
+    // Healing the network heals the client: it reconnects without a restart.
+    proxies.heal();
+    let ok = eventually(Duration::from_secs(5), || async {
+        match locks.try_acquire("healed", TTL).await {
+            Ok(g) => g.release().await.is_ok(),
+            Err(_) => false,
+        }
+    })
+    .await;
+    assert!(ok, "the client did not recover after the network healed");
+}
