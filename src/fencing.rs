@@ -51,6 +51,19 @@ impl Quorlock {
     /// The guard's [`Guard::fencing_token`] is `Some`: pass it with every write to the protected
     /// resource, which must reject tokens lower than the highest it has seen.
     ///
+    /// ```no_run
+    /// # async fn run(locks: quorlock::Quorlock, store: quorlock::FencedStore<redis::aio::MultiplexedConnection>)
+    /// #     -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// let guard = locks.acquire_fenced("account:7", Duration::from_secs(10)).await?;
+    /// let token = guard.fencing_token().unwrap_or_default();
+    /// let balance: u64 = store.read("balance:7", token).await?.unwrap_or(0);
+    /// // Rejected with FencedError::Stale if a newer holder has read or written meanwhile.
+    /// store.write("balance:7", token, balance + 10).await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`Quorlock::acquire`]. A commit round that fails is reported like a failed acquire round
     /// ([`AcquireError::NoQuorum`] with the commit's counts, or [`AcquireError::TooSlow`]).

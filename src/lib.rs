@@ -42,6 +42,13 @@
 //! loses a key while it is held (run masters with `appendfsync always`, or delay a wiped master's
 //! restart beyond the longest TTL). A holder that pauses past its validity (GC, SIGSTOP, swap) is not
 //! protected by RedLock alone. See the README for the full statement.
+//!
+//! Beyond RedLock: the client itself keeps a master that restarted without `appendfsync always`
+//! out of every majority for the longest TTL in use (the delayed restart the spec leaves to
+//! operators), and [`Quorlock::acquire_fenced`] hands out fencing tokens backed by a majority that
+//! never go backwards, however long a holder pauses, so that a resource such as [`FencedStore`]
+//! can reject a paused holder's late writes. `docs/safety.md` states which failures are covered,
+//! which are detected, and which are out of model.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -64,7 +71,7 @@ pub use coordinator::Quorlock;
 pub use error::{
     AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
 };
-pub use fenced_store::{FencedError, FencedStore};
+pub use fenced_store::{FencedError, FencedStore, DEFAULT_FENCE_SUFFIX};
 pub use guard::Guard;
 pub use kinds::{FairOptions, LockOwner, Ticket};
 
