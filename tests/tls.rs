@@ -219,7 +219,8 @@ mod with_tls {
             .await
             .expect_err("excluded");
         assert!(err.is_contended(), "{err}");
-        assert_eq!(guard.release().await.expect("release").held, 3);
+        // Release returns once a majority confirmed.
+        assert!(guard.release().await.expect("release").held >= 2);
         let fenced = b
             .acquire_fenced("orders:42", Duration::from_secs(5))
             .await
