@@ -27,6 +27,14 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 100;
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 /// The longest TTL accepted: 24 h. Longer holds should extend (or use a watchdog) instead.
 pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// Default for waking blocked acquires on release: on. A waiter listens on the release channel
+/// (one pub/sub connection per master, shared by the process) and retries as soon as the holder
+/// releases, instead of sleeping out its retry delay.
+pub const DEFAULT_WAKE_ON_RELEASE: bool = true;
+/// Default for queueing waiters of the same process locally: on. Waiters for the same resource
+/// take turns on a local async lock first, so only one of them contends on the masters, and the
+/// next one goes as soon as this process releases.
+pub const DEFAULT_LOCAL_QUEUE: bool = true;
 /// Prefix of the pub/sub channel a release is announced on; the lock key follows it.
 pub const RELEASE_CHANNEL_PREFIX: &str = "quorlock:released:";
 /// Default for ignoring the votes of a master that restarted within the grace period and does not
@@ -69,6 +77,10 @@ pub struct Config {
     pub health_refresh: Duration,
     /// PEM root certificates trusted for `rediss://` masters instead of the system store.
     pub tls_root_certificates: Option<Vec<u8>>,
+    /// Whether blocked acquires are woken by release announcements (else they poll).
+    pub wake_on_release: bool,
+    /// Whether waiters of this process for the same resource queue locally first.
+    pub local_queue: bool,
 }
 
 /// Builds a [`crate::Quorlock`]. Start from [`crate::Quorlock::builder`].
@@ -89,6 +101,8 @@ pub struct QuorlockBuilder {
     restart_grace: Option<Duration>,
     health_refresh: Duration,
     tls_root_certificates: Option<Vec<u8>>,
+    wake_on_release: bool,
+    local_queue: bool,
 }
 
 impl std::fmt::Debug for QuorlockBuilder {
@@ -119,6 +133,8 @@ impl Default for QuorlockBuilder {
             restart_grace: DEFAULT_RESTART_GRACE,
             health_refresh: DEFAULT_HEALTH_REFRESH,
             tls_root_certificates: None,
+            wake_on_release: DEFAULT_WAKE_ON_RELEASE,
+            local_queue: DEFAULT_LOCAL_QUEUE,
         }
     }
 }
@@ -228,6 +244,20 @@ impl QuorlockBuilder {
         self
     }
 
+    /// Wakes blocked acquires when the holder releases (default [`DEFAULT_WAKE_ON_RELEASE`]); off,
+    /// they poll with the retry delay.
+    pub fn wake_on_release(mut self, on: bool) -> Self {
+        self.wake_on_release = on;
+        self
+    }
+
+    /// Queues this process's waiters for the same resource locally first (default
+    /// [`DEFAULT_LOCAL_QUEUE`]); off, every waiter contends on the masters.
+    pub fn local_queue(mut self, on: bool) -> Self {
+        self.local_queue = on;
+        self
+    }
+
     /// Checks every setting and returns the configuration.
     pub(crate) fn config(&self) -> Result<Config, BuildError> {
         if self.urls.is_empty() {
@@ -264,6 +294,8 @@ impl QuorlockBuilder {
             restart_grace: self.restart_grace,
             health_refresh: self.health_refresh,
             tls_root_certificates: self.tls_root_certificates.clone(),
+            wake_on_release: self.wake_on_release,
+            local_queue: self.local_queue,
         })
     }
 }

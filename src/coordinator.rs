@@ -16,6 +16,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use rand::TryRngCore;
 use tracing::{debug, field, instrument, warn, Span};
 
+use crate::coalesce::LocalQueue;
 use crate::config::{Config, QuorlockBuilder, MAX_TTL, RELEASE_CHANNEL_PREFIX};
 use crate::core::{quorum, Decision, Failure, Tally, Timing, Vote};
 use crate::error::{AcquireError, BuildError, InputError, NodeErrorKind, NodeFailure};
@@ -23,6 +24,8 @@ use crate::guard::Guard;
 use crate::health::Health;
 use crate::node::{Found, Node};
 use crate::ops::{LockOps, PlainLock};
+use crate::wait::Waits;
+use crate::watchdog::Watchdog;
 
 /// A handle to N independent Redis masters that hands out locks decided by majority.
 ///
@@ -39,6 +42,12 @@ pub(crate) struct Inner {
     pub(crate) config: Config,
     /// Each master's identity and durability, and whose votes count.
     pub(crate) health: Health,
+    /// The renewal scheduler of every kept-alive guard.
+    pub(crate) watchdog: Watchdog,
+    /// The release listeners of blocked acquires.
+    pub(crate) waits: Waits,
+    /// The local turns of this process's waiters, per key.
+    pub(crate) queue: LocalQueue,
 }
 
 /// The outcome of releasing one key on a set of masters.
@@ -109,8 +118,11 @@ impl Quorlock {
         }
         let health = Health::new(nodes.len(), &config);
         let inner = Inner {
+            waits: Waits::new(&nodes),
             nodes,
             config,
+            watchdog: Watchdog::new(),
+            queue: LocalQueue::default(),
             health,
         };
         crate::health::check_at_build(&inner).await;
@@ -134,21 +146,23 @@ impl Quorlock {
         quorum(self.inner.nodes.len())
     }
 
-    /// Acquires `resource` for `ttl`, retrying with jitter until the attempt count or the wait
-    /// deadline runs out.
+    /// Acquires `resource` for `ttl`, waiting until the attempt count or the wait deadline runs
+    /// out.
+    ///
+    /// While another holder has it, the wait ends as soon as the holder releases (announced on
+    /// the resource's release channel) or the key expires on a majority; other tasks of this
+    /// process waiting for the same resource queue behind this one. See the builder's
+    /// `wake_on_release` and `local_queue`.
     ///
     /// # Errors
     /// [`AcquireError::Input`] for a bad resource name or TTL (nothing is sent);
     /// [`AcquireError::Exhausted`] when every attempt failed, carrying the last round's failure;
+    /// [`AcquireError::Queued`] when the deadline passed behind other tasks of this process;
     /// a non-retryable round failure (authentication, wrong key type) is returned at once.
     #[instrument(skip_all, fields(resource = %resource, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
     pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
         let timing = self.inner.check(resource, ttl)?;
-        self.inner
-            .retrying(resource, tokio::time::sleep, || {
-                self.inner.round(resource, timing)
-            })
-            .await
+        self.inner.acquire_waiting(resource, timing).await
     }
 
     /// Makes exactly one round for `resource`, with no retries.
@@ -199,7 +213,11 @@ impl Inner {
     }
 
     /// One acquire round: fan out, decide, and on failure release everywhere.
-    async fn round(self: &Arc<Self>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
+    pub(crate) async fn round(
+        self: &Arc<Self>,
+        resource: &str,
+        timing: Timing,
+    ) -> Result<Guard, AcquireError> {
         let key = self.key(resource);
         let token = new_token()?;
         let mut cmd = redis::cmd("SET");
@@ -301,6 +319,7 @@ impl Inner {
                     key,
                     token,
                     ops,
+                    timing.ttl(),
                     valid_until,
                 ))
             }
@@ -372,6 +391,9 @@ impl Inner {
         F: Future<Output = (usize, Result<(), NodeErrorKind>)>,
     {
         let deadline = tokio::time::Instant::from_std(tally.deadline());
+        // One timer for the whole round, not one per reply.
+        let time_decides = tokio::time::sleep_until(deadline);
+        tokio::pin!(time_decides);
         loop {
             let decision = tokio::select! {
                 biased;
@@ -399,7 +421,7 @@ impl Inner {
                         decided => decided,
                     },
                 },
-                () = tokio::time::sleep_until(deadline) => tally.poll(Instant::now()),
+                () = &mut time_decides => tally.poll(Instant::now()),
             };
             if decision.is_final() {
                 return decision;

@@ -288,6 +288,15 @@ pub enum AcquireError {
         /// The last round's failure.
         last: Box<AcquireError>,
     },
+    /// The wait deadline passed while queued behind other tasks of this process that hold or wait
+    /// for the same resource.
+    #[error("gave up on {resource:?} after {waited:?} queued behind other tasks of this process holding or waiting for it")]
+    Queued {
+        /// The resource asked for.
+        resource: String,
+        /// How long acquire waited.
+        waited: Duration,
+    },
     /// The operating system's random number generator failed to produce a token.
     #[error("could not draw a random token from the OS: {0}")]
     Rng(String),
@@ -315,7 +324,9 @@ impl AcquireError {
                 let permanent = failures.iter().filter(|f| f.kind.is_permanent()).count();
                 masters.saturating_sub(permanent) >= *required
             }
-            AcquireError::TooSlow { .. } | AcquireError::Exhausted { .. } => true,
+            AcquireError::TooSlow { .. } | AcquireError::Exhausted { .. } | AcquireError::Queued { .. } => {
+                true
+            }
             AcquireError::Input(_) | AcquireError::Rng(_) => false,
         }
     }
@@ -326,6 +337,7 @@ impl AcquireError {
             AcquireError::NoQuorum { failures, .. } => failures.iter().any(|f| f.kind.is_contention()),
             AcquireError::Conflict { .. } => true,
             AcquireError::Exhausted { last, .. } => last.is_contended(),
+            AcquireError::Queued { .. } => true,
             _ => false,
         }
     }
@@ -446,6 +458,34 @@ impl ReleaseError {
     /// Whether the lock is known to have expired before the release.
     pub fn is_expired(&self) -> bool {
         matches!(self, ReleaseError::Expired { .. })
+    }
+}
+
+/// Why [`crate::Quorlock::with_lock`] did not return the work's output.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum WithLockError {
+    /// The lock was not acquired; the work never ran.
+    #[error(transparent)]
+    Acquire(#[from] AcquireError),
+    /// The lock was lost while the work ran, and the work was cancelled.
+    #[error("lock on {resource:?} was lost after {held_for:?} of work; the work was cancelled")]
+    LockLost {
+        /// The resource.
+        resource: String,
+        /// How long the work ran before the loss was known.
+        held_for: Duration,
+    },
+    /// The work finished, but the release found the lock already expired on a majority: the work
+    /// may have run unprotected at its end.
+    #[error(transparent)]
+    Release(ReleaseError),
+}
+
+impl WithLockError {
+    /// Whether the lock was lost during the work (and the work cancelled).
+    pub fn is_lock_lost(&self) -> bool {
+        matches!(self, WithLockError::LockLost { .. })
     }
 }
 

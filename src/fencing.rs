@@ -336,6 +336,7 @@ async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Resul
                 key,
                 token,
                 ops,
+                timing.ttl(),
                 valid_until,
             );
             // A new guard's cell is empty, so this cannot fail.

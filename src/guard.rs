@@ -11,10 +11,15 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::watch;
 use tracing::{field, instrument, Span};
 
+use crate::coalesce::Turn;
 use crate::coordinator::{spawn_release, ttl_millis, Inner};
 use crate::core::{quorum, Decision, Tally};
 use crate::error::{ExtendError, NodeErrorKind, ReleaseError, Released};
 use crate::ops::LockOps;
+
+/// How much earlier than the end of validity the lock counts as lost (`is_lost()`, `lost()`):
+/// timers fire up to a tick late, and the signal must never be.
+const LOST_TIMER_LEAD: Duration = Duration::from_millis(5);
 
 /// What the holder knows about its lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,12 +39,17 @@ pub(crate) struct Held {
     pub(crate) token: String,
     /// How this kind of lock is extended and released.
     pub(crate) ops: Arc<dyn LockOps>,
+    /// The TTL the lock was acquired with; the watchdog renews to it.
+    pub(crate) ttl: Duration,
     pub(crate) status: watch::Sender<Status>,
     /// The fencing token, for a lock taken with a fenced acquire.
     pub(crate) fencing_token: std::sync::OnceLock<u64>,
-    /// Serializes extends of the same guard so validity only moves with confirmed rounds.
-    extend_lock: tokio::sync::Mutex<()>,
+    /// Serializes extends of the same guard (and watchdog renewals of it) so validity only moves
+    /// with confirmed rounds.
+    pub(crate) extend_lock: tokio::sync::Mutex<()>,
     released: Mutex<bool>,
+    /// This task's turn in the process's local queue for the key, held until the release is done.
+    turn: Mutex<Option<Turn>>,
 }
 
 /// A lock held on a majority of masters. Release it with [`Guard::release`].
@@ -56,6 +66,7 @@ impl Guard {
         key: String,
         token: String,
         ops: Arc<dyn LockOps>,
+        ttl: Duration,
         valid_until: Instant,
     ) -> Self {
         let (status, _) = watch::channel(Status {
@@ -69,10 +80,12 @@ impl Guard {
                 key,
                 token,
                 ops,
+                ttl,
                 status,
                 fencing_token: std::sync::OnceLock::new(),
                 extend_lock: tokio::sync::Mutex::new(()),
                 released: Mutex::new(false),
+                turn: Mutex::new(None),
             }),
         }
     }
@@ -119,30 +132,13 @@ impl Guard {
 
     /// Whether the lock is lost: a failed extend or a conflict said so, or its validity ran out.
     pub fn is_lost(&self) -> bool {
-        let status = *self.held.status.borrow();
-        status.lost || Instant::now() >= status.valid_until
+        self.held.is_lost()
     }
 
     /// Waits until the lock is lost: as soon as it is known, and at the latest when the last
     /// confirmed validity ends.
     pub async fn lost(&self) {
-        let mut rx = self.held.status.subscribe();
-        loop {
-            let status = *rx.borrow_and_update();
-            if status.lost {
-                return;
-            }
-            let deadline = tokio::time::Instant::from_std(status.valid_until);
-            tokio::select! {
-                () = tokio::time::sleep_until(deadline) => {
-                    // The deadline may have moved while we slept (an extend); look again.
-                    if Instant::now() >= rx.borrow().valid_until {
-                        return;
-                    }
-                }
-                changed = rx.changed() => if changed.is_err() { return },
-            }
-        }
+        self.held.lost().await;
     }
 
     /// Extends the lock to `ttl` from now on every master; the validity is recomputed from this
@@ -233,6 +229,8 @@ impl Guard {
         net.0 = None;
         drop(self);
         held.mark_lost();
+        // The key is free on the masters: the next waiter of this process may go.
+        drop(held.take_turn());
         Span::current().record("held", out.held);
         let masters = held.inner.nodes.len();
         let required = quorum(masters);
@@ -273,6 +271,38 @@ impl Guard {
 }
 
 impl Held {
+    /// Whether the lock is known lost or its validity ran out.
+    pub(crate) fn is_lost(&self) -> bool {
+        let status = *self.status.borrow();
+        status.lost || Instant::now() + LOST_TIMER_LEAD >= status.valid_until
+    }
+
+    /// Waits until the lock is known lost or its last confirmed validity ends.
+    pub(crate) async fn lost(&self) {
+        let mut rx = self.status.subscribe();
+        loop {
+            let status = *rx.borrow_and_update();
+            if status.lost {
+                return;
+            }
+            // Timers fire up to a tick late; aim a little early so the signal is never late.
+            let early = status
+                .valid_until
+                .checked_sub(LOST_TIMER_LEAD)
+                .unwrap_or(status.valid_until);
+            let deadline = tokio::time::Instant::from_std(early);
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {
+                    // The deadline may have moved while we slept (an extend); look again.
+                    if Instant::now() + LOST_TIMER_LEAD >= rx.borrow().valid_until {
+                        return;
+                    }
+                }
+                changed = rx.changed() => if changed.is_err() { return },
+            }
+        }
+    }
+
     /// Marks the lock lost and wakes everyone waiting on `lost()`.
     pub(crate) fn mark_lost(&self) {
         self.status
@@ -283,13 +313,33 @@ impl Held {
         *self.released.lock().unwrap_or_else(PoisonError::into_inner) = true;
     }
 
-    fn is_released(&self) -> bool {
+    pub(crate) fn is_released(&self) -> bool {
         *self.released.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Keeps this process's turn for the key until the lock is released.
+    pub(crate) fn hold_turn(&self, turn: Turn) {
+        *self.turn.lock().unwrap_or_else(PoisonError::into_inner) = Some(turn);
+    }
+
+    fn take_turn(&self) -> Option<Turn> {
+        self.turn.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
     fn release_in_background(self: &Arc<Self>) {
-        let all = (0..self.inner.nodes.len()).collect();
-        spawn_release(Arc::clone(&self.inner), Arc::clone(&self.ops), all);
+        let all: Vec<usize> = (0..self.inner.nodes.len()).collect();
+        let turn = self.take_turn();
+        match (turn, tokio::runtime::Handle::try_current()) {
+            // Pass the turn on only once the key is free, so the next waiter's first try succeeds.
+            (Some(turn), Ok(runtime)) => {
+                let (inner, ops) = (Arc::clone(&self.inner), Arc::clone(&self.ops));
+                runtime.spawn(async move {
+                    inner.release_on(ops.as_ref(), &all).await;
+                    drop(turn);
+                });
+            }
+            _ => spawn_release(Arc::clone(&self.inner), Arc::clone(&self.ops), all),
+        }
     }
 }
 

@@ -27,6 +27,13 @@
 //! - `ops`: the extend and release commands each kind of lock supplies.
 //! - [`kinds`]: reentrant ([`LockOwner`]), multi-resource (all-or-nothing) and fair (FIFO,
 //!   [`Ticket`]) locks over the same quorum, each returning an ordinary [`Guard`].
+//! - `wait`: blocking waits woken by the holder's release announcement (one pub/sub connection
+//!   per master, shared by the process), with a fallback timer at the key's expiry.
+//! - `coalesce`: the local queue that lets one waiter per resource and process contend remotely.
+//! - `watchdog`: one renewal scheduler per [`Quorlock`] that keeps guards alive ([`KeepAlive`]),
+//!   batching the renewals of all held locks into one pipeline per master per tick.
+//! - `with_lock`: [`Quorlock::with_lock`], work run under a kept-alive lock and cancelled if it is
+//!   lost ([`LockHandle`]).
 //! - [`config`]: every setting with its documented default, checked once at `build()`.
 //! - [`error`]: one typed error per operation.
 //! - `fencing`: fenced acquisition ([`Quorlock::acquire_fenced`]), issuing quorum-backed fencing
@@ -53,6 +60,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod coalesce;
 pub mod config;
 mod coordinator;
 pub mod core;
@@ -65,15 +73,22 @@ pub mod kinds;
 mod node;
 mod ops;
 mod tls;
+mod wait;
+mod watchdog;
+mod with_lock;
 
 pub use config::{Config, QuorlockBuilder};
 pub use coordinator::Quorlock;
 pub use error::{
     AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
+    WithLockError,
 };
 pub use fenced_store::{FencedError, FencedStore, DEFAULT_FENCE_SUFFIX};
 pub use guard::Guard;
 pub use kinds::{FairOptions, LockOwner, Ticket};
+pub use wait::{MAX_FALLBACK_WAIT, PUBSUB_RECONNECT_DELAY};
+pub use watchdog::{KeepAlive, WatchdogStats, RENEWAL_TIME_ALLOWANCE};
+pub use with_lock::LockHandle;
 
 /// The README's examples, compiled as doctests so the README stays true.
 #[cfg(doctest)]

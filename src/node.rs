@@ -115,9 +115,11 @@ impl Node {
         let client = crate::tls::open_client(url, roots)
             .map_err(|e| invalid(e.map_or_else(|reason| reason, |e| describe(&e))))?;
         let addr = client.get_connection_info().addr().to_string();
+        // No response timeout inside redis-rs: `bounded` already puts the node timeout on every
+        // command, and a second timer per command would only cost.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(timeout))
+            .set_response_timeout(None)
             .set_number_of_retries(0);
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
             .map_err(|e| invalid(describe(&e)))?;
@@ -146,8 +148,7 @@ impl Node {
         &self.addr
     }
 
-    /// The redis-rs client, for connections other than the shared one (pub/sub).
-    #[allow(dead_code)]
+    /// The redis-rs client, for connections other than the shared one (pub/sub, renewals).
     pub(crate) fn client(&self) -> &Client {
         &self.client
     }

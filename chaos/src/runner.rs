@@ -192,9 +192,11 @@ pub async fn run(opts: RunOptions) -> Result<RunReport, HarnessError> {
     let stats = stats?;
 
     heal_everything(&mut m, &proxies, &pauses, clock, &mut applied).await?;
+    // A request held by a paused master or a slow proxy can still land until the heal.
+    let healed = clock.now();
 
     // Wait out the TTL, then every lock key left is a leak.
-    let settle = run_end + opts.ttl + opts.ttl / 2;
+    let settle = healed + opts.ttl + opts.ttl / 2;
     tokio::time::sleep_until(tokio::time::Instant::from_std(clock.start() + settle)).await;
     let observations = scan_lock_keys(&m.backend.urls(), &wopts.key_prefix, clock, &mut notes).await;
     let actual = workload::witness_total(&witness_url, opts.resources).await?;
@@ -231,7 +233,7 @@ pub async fn run(opts: RunOptions) -> Result<RunReport, HarnessError> {
         liveness.success_rate = liveness.successes as f64 / liveness.attempts as f64;
     }
     let lost_updates = checker::lost_updates(stats.increments, actual);
-    let leaks = checker::leaks(&observations, run_end, opts.ttl);
+    let leaks = checker::leaks(&observations, healed, opts.ttl);
 
     let mut report = RunReport {
         scenario,

@@ -25,9 +25,9 @@ pub enum ScenarioKind {
     PauseMinorityShort,
     /// Pause a minority for longer than the TTL.
     PauseMinorityLong,
-    /// Crash-restart a minority keeping data, several times.
+    /// Crash-restart a minority keeping data, repeatedly.
     RestartMinorityKeep,
-    /// Crash-restart a minority wiping data at once (out of model).
+    /// Crash-restart a minority wiping data at once, repeatedly (out of model).
     RestartMinorityWipeImmediate,
     /// Kill a minority, wipe it, restart it only after more than a TTL.
     RestartMinorityWipeDelayed,
@@ -92,13 +92,13 @@ pub const SCENARIOS: [Scenario; 13] = [
         kind: ScenarioKind::RestartMinorityKeep,
         name: "restart-minority-keep",
         in_model: true,
-        summary: "crash-restart a minority three times, AOF (fsync always) kept",
+        summary: "crash-restart a minority every TTL/3 to 2TTL/3, AOF (fsync always) kept",
     },
     Scenario {
         kind: ScenarioKind::RestartMinorityWipeImmediate,
         name: "restart-minority-wipe-immediate",
         in_model: false,
-        summary: "crash-restart a minority three times with its data wiped: held keys vanish",
+        summary: "crash-restart a minority every TTL/10 to TTL/5 with its data wiped: held keys vanish",
     },
     Scenario {
         kind: ScenarioKind::RestartMinorityWipeDelayed,
@@ -245,12 +245,16 @@ impl Scenario {
                 } else {
                     DataMode::Wipe
                 };
-                let mut times: Vec<Duration> = (0..3).map(|_| frac(0.15) + rng.jitter(frac(0.6))).collect();
-                times.sort();
-                for t in times {
+                // Rolling restarts, a fresh minority each time. Wiping ones come faster than
+                // a hold lasts, so a holder that got in while one master was down can lose
+                // another master's key before its validity ends.
+                let gap = if data == DataMode::Keep { ttl / 3 } else { ttl / 10 };
+                let mut t = frac(0.15);
+                while t < frac(0.75) {
                     for m in rng.pick(n, minority) {
                         push(t, FaultAction::Restart(m, data));
                     }
+                    t += gap + rng.jitter(gap);
                 }
             }
             ScenarioKind::RestartMinorityWipeDelayed => {
@@ -516,6 +520,17 @@ mod tests {
             .schedule(&p)
             .iter()
             .all(|f| matches!(f.action, FaultAction::Restart(_, DataMode::Wipe))));
+    }
+
+    #[test]
+    fn rolling_restarts_are_frequent_and_hit_different_masters() {
+        let p = params(17);
+        let schedule = find("restart-minority-keep").unwrap().schedule(&p);
+        assert!(schedule.len() >= 20, "{} restarts", schedule.len());
+        assert!(schedule.windows(2).all(|w| w[1].at - w[0].at <= p.ttl * 2 / 3));
+        let hit: std::collections::BTreeSet<usize> =
+            schedule.iter().filter_map(|f| f.action.master()).collect();
+        assert!(hit.len() >= 3, "{hit:?}");
     }
 
     #[test]

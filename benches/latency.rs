@@ -1,0 +1,308 @@
+//! Uncontended acquire+release latency of quorlock against the raw command floor, in one run.
+//!
+//! It starts its own masters (N = 1, 3, 5) and, per N, alternates samples of quorlock
+//! (`try_acquire` then `release`) with samples of the floor: the same `SET key token NX PX ttl` and
+//! `DEL key` sent concurrently to all N masters over one multiplexed connection each, with no lock
+//! logic. A third contender, the "script floor", is the same with quorlock's own release command
+//! (the compare-and-delete `EVAL`) in place of `DEL`: the gap between the two floors is what the wire
+//! format costs the server, the gap above the script floor is quorlock's client logic. Alternating
+//! keeps a noisy neighbour from favouring either side. It then pauses
+//! (SIGSTOP) one and then two of the five masters and measures quorlock again, against its own
+//! healthy figure from the same run.
+//!
+//! `cargo bench --bench latency [-- --quick] [-- --json] [-- --samples N]`
+
+mod common;
+
+use std::time::Duration;
+
+use common::{ratio, show, Args, Floor, Json, Stats};
+use quorlock::config::DEFAULT_NODE_TIMEOUT;
+
+const USAGE: &str = "latency benchmark: cargo bench --bench latency -- [--quick] [--json] [--samples N] \
+                     [--profile floor|script|quorlock]";
+/// The key every sample locks (each sample releases it before the next one).
+const KEY: &str = "bench:latency";
+/// Unmeasured rounds per contender before sampling: connections warm, allocator settled.
+const WARMUP: usize = 100;
+
+/// The figures of one contender in one cell.
+#[derive(Debug, Default, Clone, Copy)]
+struct Phases {
+    total: Stats,
+    acquire: Stats,
+    release: Stats,
+    failures: usize,
+}
+
+impl Phases {
+    fn of(samples: &[(Duration, Duration)], failures: usize) -> Phases {
+        let total: Vec<Duration> = samples.iter().map(|(a, r)| *a + *r).collect();
+        let acquire: Vec<Duration> = samples.iter().map(|(a, _)| *a).collect();
+        let release: Vec<Duration> = samples.iter().map(|(_, r)| *r).collect();
+        Phases {
+            total: Stats::of(&total),
+            acquire: Stats::of(&acquire),
+            release: Stats::of(&release),
+            failures,
+        }
+    }
+
+    fn json(&self) -> Json {
+        Json::object()
+            .obj("acquire_release", self.total.json())
+            .obj("acquire", self.acquire.json())
+            .obj("release", self.release.json())
+            .num("failures", self.failures as f64)
+    }
+}
+
+/// One row of the report.
+struct Cell {
+    masters: usize,
+    paused: usize,
+    quorlock: Phases,
+    floor: Option<Phases>,
+    /// The floor with quorlock's release script in place of `DEL`.
+    script_floor: Option<Phases>,
+}
+
+fn main() {
+    let args = Args::parse(USAGE);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| {
+            eprintln!("cannot start the runtime: {e}");
+            std::process::exit(1);
+        });
+    if let Some(what) = profile_target() {
+        runtime.block_on(profile(&what, args.samples(2000, 200)));
+        return;
+    }
+    let cells = runtime.block_on(run(&args));
+    report(&args, &cells);
+}
+
+/// `--profile floor|script|quorlock`: only that contender, for a profiler to count.
+fn profile_target() -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == "--profile")?;
+    args.get(at + 1).cloned()
+}
+
+/// Runs `iterations` sequential acquire+release cycles of one contender on 5 masters, and nothing
+/// else, so that an instruction-counting profiler (callgrind) sees the client path alone. Run it
+/// twice with different counts: the difference divided by the difference in iterations is the
+/// cost of one cycle, free of start-up.
+async fn profile(what: &str, iterations: usize) {
+    let cluster = common::masters(5).await;
+    let locks = common::quorlock(&cluster).await;
+    let floor = Floor::connect(&cluster, DEFAULT_NODE_TIMEOUT).await;
+    let mut failed = 0;
+    for _ in 0..iterations {
+        let result = match what {
+            "floor" => floor.once(KEY).await,
+            "script" => floor.once_script(KEY).await,
+            _ => common::quorlock_once(&locks, KEY).await,
+        };
+        failed += usize::from(result.is_err());
+    }
+    eprintln!("{what}: {iterations} cycles, {failed} failed");
+}
+
+async fn run(args: &Args) -> Vec<Cell> {
+    let samples = args.samples(2000, 200);
+    let paused_samples = args.samples(1000, 100);
+    let mut cells = Vec::new();
+    for n in [1, 3, 5] {
+        let mut cluster = common::masters(n).await;
+        let locks = common::quorlock(&cluster).await;
+        let floor = Floor::connect(&cluster, DEFAULT_NODE_TIMEOUT).await;
+        eprintln!("N = {n}: {samples} samples each of the floor, the script floor and quorlock, interleaved");
+        for _ in 0..WARMUP {
+            let _ = floor.once(KEY).await;
+            let _ = common::quorlock_once(&locks, KEY).await;
+        }
+        let mut taken: [Vec<(Duration, Duration)>; 3] = Default::default();
+        let mut failed = [0usize; 3];
+        for i in 0..samples {
+            // Rotate the order, so no contender always runs right after another.
+            for k in 0..3 {
+                let which = (i + k) % 3;
+                let result = match which {
+                    0 => floor.once(KEY).await,
+                    1 => floor.once_script(KEY).await,
+                    _ => common::quorlock_once(&locks, KEY).await,
+                };
+                record(result, &mut taken[which], &mut failed[which]);
+            }
+        }
+        cells.push(Cell {
+            masters: n,
+            paused: 0,
+            quorlock: Phases::of(&taken[2], failed[2]),
+            floor: Some(Phases::of(&taken[0], failed[0])),
+            script_floor: Some(Phases::of(&taken[1], failed[1])),
+        });
+        if n == 5 {
+            // Stop the last masters one at a time, with quorlock's connections already open.
+            for paused in 1..=2 {
+                let index = n - paused;
+                if let Err(e) = cluster.pause(index) {
+                    eprintln!("cannot SIGSTOP master {index}: {e}");
+                    std::process::exit(1);
+                }
+                eprintln!("N = 5 with {paused} SIGSTOPped: {paused_samples} samples of quorlock");
+                let (mut q, mut q_failed) = (Vec::with_capacity(paused_samples), 0);
+                for _ in 0..paused_samples {
+                    record(common::quorlock_once(&locks, KEY).await, &mut q, &mut q_failed);
+                }
+                cells.push(Cell {
+                    masters: n,
+                    paused,
+                    quorlock: Phases::of(&q, q_failed),
+                    floor: None,
+                    script_floor: None,
+                });
+            }
+            for index in 3..5 {
+                let _ = cluster.resume(index);
+            }
+        }
+    }
+    cells
+}
+
+fn record(
+    result: Result<(Duration, Duration), String>,
+    samples: &mut Vec<(Duration, Duration)>,
+    failed: &mut usize,
+) {
+    match result {
+        Ok(sample) => samples.push(sample),
+        Err(e) => {
+            if *failed == 0 {
+                eprintln!("a sample failed (counted, not timed): {e}");
+            }
+            *failed += 1;
+        }
+    }
+}
+
+/// quorlock's healthy N = 5 cell, the reference of the paused cells.
+fn healthy5(cells: &[Cell]) -> Option<&Cell> {
+    cells.iter().find(|c| c.masters == 5 && c.paused == 0)
+}
+
+fn report(args: &Args, cells: &[Cell]) {
+    let healthy = healthy5(cells).map(|c| c.quorlock.total);
+    if args.json {
+        let rows = cells
+            .iter()
+            .map(|c| {
+                let mut row = Json::object()
+                    .num("masters", c.masters as f64)
+                    .num("paused", c.paused as f64)
+                    .obj("quorlock", c.quorlock.json());
+                if let Some(f) = &c.floor {
+                    row = row
+                        .obj("floor", f.json())
+                        .num("p50_vs_floor", ratio(c.quorlock.total.p50, f.total.p50))
+                        .num("p99_vs_floor", ratio(c.quorlock.total.p99, f.total.p99));
+                }
+                if let Some(f) = &c.script_floor {
+                    row = row
+                        .obj("script_floor", f.json())
+                        .num("p50_vs_script_floor", ratio(c.quorlock.total.p50, f.total.p50));
+                }
+                if let (Some(h), true) = (healthy, c.paused > 0) {
+                    row = row.num("p50_vs_healthy", ratio(c.quorlock.total.p50, h.p50));
+                }
+                row
+            })
+            .collect();
+        let doc = Json::object()
+            .str("bench", "latency")
+            .str("mode", if args.quick { "quick" } else { "full" })
+            .num("ttl_ms", common::TTL.as_millis() as f64)
+            .num("node_timeout_ms", DEFAULT_NODE_TIMEOUT.as_millis() as f64)
+            .obj("machine", common::machine())
+            .arr("cells", rows);
+        println!("{}", doc.finish());
+        return;
+    }
+    let rows: Vec<Vec<String>> = cells
+        .iter()
+        .map(|c| {
+            let q = &c.quorlock;
+            let (floor50, floor99, vs) = match (&c.floor, healthy) {
+                (Some(f), _) => (
+                    show(f.total.p50),
+                    show(f.total.p99),
+                    format!(
+                        "{:.2}× floor (p99 {:.2}×)",
+                        ratio(q.total.p50, f.total.p50),
+                        ratio(q.total.p99, f.total.p99)
+                    ),
+                ),
+                (None, Some(h)) => (
+                    "-".into(),
+                    "-".into(),
+                    format!("{:.2}× healthy", ratio(q.total.p50, h.p50)),
+                ),
+                (None, None) => ("-".into(), "-".into(), "-".into()),
+            };
+            let phases = match &c.floor {
+                Some(f) => format!(
+                    "{} / {}  ·  {} / {}",
+                    show(q.acquire.p50),
+                    show(f.acquire.p50),
+                    show(q.release.p50),
+                    show(f.release.p50)
+                ),
+                None => format!("{} / -  ·  {} / -", show(q.acquire.p50), show(q.release.p50)),
+            };
+            let script = match &c.script_floor {
+                Some(s) => format!("{} ({:.2}×)", show(s.total.p50), ratio(q.total.p50, s.total.p50)),
+                None => "-".into(),
+            };
+            vec![
+                c.masters.to_string(),
+                c.paused.to_string(),
+                floor50,
+                floor99,
+                show(q.total.p50),
+                show(q.total.p99),
+                vs,
+                script,
+                phases,
+                format!(
+                    "{}",
+                    q.failures + c.floor.map_or(0, |f| f.failures) + c.script_floor.map_or(0, |f| f.failures)
+                ),
+            ]
+        })
+        .collect();
+    common::table(
+        &format!(
+            "acquire+release latency ({} mode, TTL {:?}, node timeout {:?})",
+            if args.quick { "quick" } else { "full" },
+            common::TTL,
+            DEFAULT_NODE_TIMEOUT
+        ),
+        &[
+            "N",
+            "paused",
+            "floor p50",
+            "floor p99",
+            "quorlock p50",
+            "quorlock p99",
+            "quorlock p50 vs",
+            "script floor p50 (q ×)",
+            "acquire p50 q/floor · release p50 q/floor",
+            "failed",
+        ],
+        &rows,
+    );
+}

@@ -1,0 +1,467 @@
+//! Blocking waits woken by release: the retrying `acquire` listens for the holder's release instead
+//! of sleeping out a fixed delay.
+//!
+//! The release script publishes the released token on `quorlock:released:{key}` on every master
+//! where it deleted the key. A process keeps one pub/sub connection per master, opened on the first
+//! contended wait and shared by every waiter; a channel is subscribed while at least one waiter in
+//! the process wants it. The wait loop of `acquire`:
+//!
+//! 1. queues on the local turn for the key, when local queueing is on (see `coalesce`);
+//! 2. makes an attempt; if the key is held by another holder, subscribes to its channel and makes
+//!    one more attempt at once, so a release that came between the first attempt and the
+//!    subscription is not missed;
+//! 3. then waits until a release is announced, or until the key would expire on a majority (its
+//!    PTTL, read from the masters: a holder that crashed never announces), whichever comes first,
+//!    all within the wait deadline, and tries again.
+//!
+//! The announcements of one release (one per master) wake one waiter once, when a majority of the
+//! masters this process listens to has announced it (so the retry finds the key free on a
+//! majority rather than racing the release on the slower masters); many waiters do not stampede. When no master accepts the subscription, the wait falls back to jittered polling with
+//! the configured retry delay, with a warning.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use rand::Rng;
+use redis::aio::PubSubSink;
+use redis::{Client, Msg, Value};
+use tokio::sync::Notify;
+use tokio::task::AbortHandle;
+use tracing::{debug, warn, Span};
+
+use crate::coordinator::{release_channel, Inner};
+use crate::core::{quorum, Timing};
+use crate::error::AcquireError;
+use crate::guard::Guard;
+use crate::node::{classify, Node};
+
+/// The longest a waiter sleeps without an announcement when the key's expiry cannot be read (a
+/// key without a TTL, or too few masters answering): 1 s. It bounds the cost of a missed message.
+pub const MAX_FALLBACK_WAIT: Duration = Duration::from_secs(1);
+/// How long a master whose pub/sub connection failed is left alone before reconnecting: 1 s.
+pub const PUBSUB_RECONNECT_DELAY: Duration = Duration::from_secs(1);
+
+/// The release listeners of one [`crate::Quorlock`].
+pub(crate) struct Waits {
+    hub: Arc<Hub>,
+}
+
+struct Hub {
+    channels: Mutex<HashMap<String, Arc<Channel>>>,
+    masters: Vec<Master>,
+    /// Source of connection generations: a channel subscribed on generation `g` of a master must
+    /// subscribe again once that master reconnected.
+    generations: AtomicU64,
+    /// Whether the fall-back-to-polling warning was given.
+    warned: AtomicBool,
+}
+
+/// One master's pub/sub connection, opened on demand.
+struct Master {
+    index: usize,
+    addr: String,
+    client: Client,
+    conn: tokio::sync::Mutex<Link>,
+}
+
+#[derive(Default)]
+struct Link {
+    live: Option<Live>,
+    /// No reconnect before this instant, after a failure.
+    retry_after: Option<Instant>,
+}
+
+struct Live {
+    sink: PubSubSink,
+    generation: u64,
+    alive: Arc<AtomicBool>,
+    reader: AbortHandle,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// One subscribed channel and the waiters of this process listening on it.
+struct Channel {
+    name: String,
+    wake: Notify,
+    /// The last release token announced and on how many masters, so one release wakes once.
+    last: Mutex<Option<(String, usize)>>,
+    /// Per master, the connection generation this channel is subscribed on (0: none).
+    subscribed: Mutex<Vec<u64>>,
+}
+
+/// A waiter's subscription to one key's release channel; unsubscribes when the last one goes.
+pub(crate) struct Waiter {
+    hub: Arc<Hub>,
+    channel: Arc<Channel>,
+}
+
+impl fmt::Debug for Waits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Waits")
+            .field("channels", &self.hub.channels().len())
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Waits {
+    pub(crate) fn new(nodes: &[Node]) -> Self {
+        Self {
+            hub: Arc::new(Hub {
+                channels: Mutex::new(HashMap::new()),
+                masters: nodes
+                    .iter()
+                    .map(|node| Master {
+                        index: node.index(),
+                        addr: node.addr().to_owned(),
+                        client: node.client().clone(),
+                        conn: tokio::sync::Mutex::new(Link::default()),
+                    })
+                    .collect(),
+                generations: AtomicU64::new(1),
+                warned: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Joins the listeners of `key`'s release channel (nothing is sent yet; see [`Waiter::listen`]).
+    pub(crate) fn waiter(&self, key: &str) -> Waiter {
+        let name = release_channel(key);
+        let mut channels = self.hub.channels();
+        let channel = Arc::clone(channels.entry(name.clone()).or_insert_with(|| {
+            Arc::new(Channel {
+                name,
+                wake: Notify::new(),
+                last: Mutex::new(None),
+                subscribed: Mutex::new(vec![0; self.hub.masters.len()]),
+            })
+        }));
+        Waiter {
+            hub: Arc::clone(&self.hub),
+            channel,
+        }
+    }
+}
+
+impl Hub {
+    fn channels(&self) -> MutexGuard<'_, HashMap<String, Arc<Channel>>> {
+        lock(&self.channels)
+    }
+
+    /// Hands one announcement to the waiters of its channel.
+    fn deliver(&self, msg: &Msg) {
+        let name = msg.get_channel_name();
+        let Some(channel) = self.channels().get(name).cloned() else {
+            return;
+        };
+        let token: String = msg.get_payload().unwrap_or_default();
+        let listening = lock(&channel.subscribed).iter().filter(|g| **g != 0).count();
+        let needed = quorum(self.masters.len()).min(listening).max(1);
+        {
+            let mut last = lock(&channel.last);
+            let seen = match last.as_mut() {
+                Some((t, n)) if *t == token => {
+                    *n += 1;
+                    *n
+                }
+                _ => {
+                    *last = Some((token, 1));
+                    1
+                }
+            };
+            if seen != needed {
+                return;
+            }
+        }
+        debug!(channel = name, "release announced by a majority");
+        // One waiter per release: the rest wait for the next one (or their fallback).
+        channel.wake.notify_one();
+    }
+}
+
+impl Master {
+    /// Makes sure `channel` is subscribed on this master's current connection, connecting first if
+    /// needed. Returns whether it is.
+    async fn ensure(&self, hub: &Arc<Hub>, channel: &Channel) -> bool {
+        let mut link = self.conn.lock().await;
+        let live = match link.live.take() {
+            Some(live) if live.alive.load(Ordering::Acquire) => live,
+            _ => {
+                if link.retry_after.is_some_and(|at| Instant::now() < at) {
+                    return false;
+                }
+                match self.connect(hub).await {
+                    Ok(live) => live,
+                    Err(error) => {
+                        warn!(node = self.index, addr = %self.addr, %error, "cannot open the pub/sub connection; waiters fall back to their timers");
+                        link.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
+                        return false;
+                    }
+                }
+            }
+        };
+        let generation = live.generation;
+        let already = lock(&channel.subscribed)
+            .get(self.index)
+            .is_some_and(|g| *g == generation);
+        let mut ok = already;
+        if !already {
+            match live.sink.clone().subscribe(&channel.name).await {
+                Ok(()) => {
+                    if let Some(g) = lock(&channel.subscribed).get_mut(self.index) {
+                        *g = generation;
+                    }
+                    ok = true;
+                }
+                Err(err) => {
+                    debug!(node = self.index, error = %classify(&err), "SUBSCRIBE failed");
+                }
+            }
+        }
+        link.live = Some(live);
+        ok
+    }
+
+    /// Opens the pub/sub connection and starts the task that reads it.
+    async fn connect(&self, hub: &Arc<Hub>) -> Result<Live, crate::error::NodeErrorKind> {
+        let pubsub = self.client.get_async_pubsub().await.map_err(|e| classify(&e))?;
+        let (sink, mut stream) = pubsub.split();
+        let alive = Arc::new(AtomicBool::new(true));
+        let weak: Weak<Hub> = Arc::downgrade(hub);
+        let flag = Arc::clone(&alive);
+        let index = self.index;
+        let generation = hub.generations.fetch_add(1, Ordering::Relaxed);
+        let reader = tokio::spawn(async move {
+            while let Some(msg) = stream.next().await {
+                match weak.upgrade() {
+                    Some(hub) => hub.deliver(&msg),
+                    None => return,
+                }
+            }
+            flag.store(false, Ordering::Release);
+            debug!(node = index, "pub/sub connection closed");
+            // Nothing more comes from this master until it is subscribed again.
+            if let Some(hub) = weak.upgrade() {
+                for channel in hub.channels().values() {
+                    if let Some(g) = lock(&channel.subscribed).get_mut(index) {
+                        if *g == generation {
+                            *g = 0;
+                        }
+                    }
+                }
+            }
+        });
+        Ok(Live {
+            sink,
+            generation,
+            alive,
+            reader: reader.abort_handle(),
+        })
+    }
+
+    /// Unsubscribes `name` unless a waiter has come back for it.
+    async fn unsubscribe(&self, hub: &Hub, channel: &Channel) {
+        let link = self.conn.lock().await;
+        let Some(live) = link.live.as_ref() else {
+            return;
+        };
+        if hub.channels().contains_key(&channel.name) {
+            // A new waiter took the channel again; its subscription is ordered after this lock.
+            return;
+        }
+        let subscribed = lock(&channel.subscribed)
+            .get(self.index)
+            .is_some_and(|g| *g == live.generation);
+        if subscribed {
+            if let Err(err) = live.sink.clone().unsubscribe(&channel.name).await {
+                debug!(node = self.index, error = %classify(&err), "UNSUBSCRIBE failed");
+            }
+        }
+    }
+}
+
+impl Waiter {
+    /// Subscribes on every master that is not yet, each bounded by `timeout`; returns on how many
+    /// masters the channel is subscribed.
+    pub(crate) async fn listen(&self, timeout: Duration) -> usize {
+        let hub = &self.hub;
+        let channel = &self.channel;
+        let results = futures::future::join_all(hub.masters.iter().map(|master| async move {
+            tokio::time::timeout(timeout, master.ensure(hub, channel))
+                .await
+                .unwrap_or(false)
+        }))
+        .await;
+        results.into_iter().filter(|ok| *ok).count()
+    }
+
+    /// Waits for a release announcement until `until`; returns whether one came.
+    pub(crate) async fn woken_before(&self, until: tokio::time::Instant) -> bool {
+        tokio::time::timeout_at(until, self.channel.wake.notified())
+            .await
+            .is_ok()
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let mut channels = self.hub.channels();
+        // Ours and the map's are the only references left: the last waiter is leaving.
+        let last = Arc::strong_count(&self.channel) == 2
+            && channels
+                .get(&self.channel.name)
+                .is_some_and(|c| Arc::ptr_eq(c, &self.channel));
+        if !last {
+            return;
+        }
+        channels.remove(&self.channel.name);
+        drop(channels);
+        let (hub, channel) = (Arc::clone(&self.hub), Arc::clone(&self.channel));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                for master in &hub.masters {
+                    master.unsubscribe(&hub, &channel).await;
+                }
+            });
+        }
+    }
+}
+
+impl Inner {
+    /// How long until a majority of masters no longer hold `key`, from their PTTLs; `None` when
+    /// too few masters gave a usable answer.
+    pub(crate) async fn free_in(&self, key: &str) -> Option<Duration> {
+        let mut cmd = redis::cmd("PTTL");
+        cmd.arg(key);
+        let replies = futures::future::join_all(self.nodes.iter().map(|node| node.query(&cmd))).await;
+        let mut known: Vec<u64> = replies
+            .into_iter()
+            .filter_map(|reply| match reply {
+                // -2: no key (free now); -1: a key without expiry (not ours to predict).
+                Ok(Value::Int(-2)) => Some(0),
+                Ok(Value::Int(ms)) => u64::try_from(ms).ok(),
+                _ => None,
+            })
+            .collect();
+        known.sort_unstable();
+        known
+            .get(quorum(self.nodes.len()).saturating_sub(1))
+            .map(|ms| Duration::from_millis(*ms))
+    }
+
+    /// The retrying acquire: local turn, attempts, and waits woken by release or by expiry.
+    pub(crate) async fn acquire_waiting(
+        self: &Arc<Self>,
+        resource: &str,
+        timing: Timing,
+    ) -> Result<Guard, AcquireError> {
+        let plan = self.config.retry;
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::from_std(started) + plan.wait;
+        let key = self.key(resource);
+        let turn = if self.config.local_queue {
+            match tokio::time::timeout_at(deadline, self.queue.turn(&key)).await {
+                Ok(turn) => Some(turn),
+                Err(_) => {
+                    return Err(AcquireError::Queued {
+                        resource: resource.to_owned(),
+                        waited: started.elapsed(),
+                    })
+                }
+            }
+        } else {
+            None
+        };
+        let mut waiter: Option<Waiter> = None;
+        let mut polling = !self.config.wake_on_release;
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            Span::current().record("attempt", attempts);
+            let err = match self.round(resource, timing).await {
+                Ok(guard) => {
+                    if let Some(turn) = turn {
+                        guard.held.hold_turn(turn);
+                    }
+                    return Ok(guard);
+                }
+                Err(err) => err,
+            };
+            if !err.is_retryable() {
+                return Err(err);
+            }
+            let exhausted = |err: AcquireError, attempts: u32| AcquireError::Exhausted {
+                resource: resource.to_owned(),
+                attempts,
+                waited: started.elapsed(),
+                last: Box::new(err),
+            };
+            if polling || !err.is_contended() {
+                // Nobody will announce anything (masters failing), or announcements are off.
+                let delay = self.config.backoff.jitter(&mut rand::rng());
+                match plan.next_delay(attempts, started.elapsed(), delay) {
+                    Some(delay) => {
+                        debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying after a delay");
+                        tokio::time::sleep(delay).await;
+                        continue;
+                    }
+                    None => return Err(exhausted(err, attempts)),
+                }
+            }
+            if attempts >= plan.max_attempts || tokio::time::Instant::now() >= deadline {
+                return Err(exhausted(err, attempts));
+            }
+            let Some(listener) = &waiter else {
+                let fresh = self.waits.waiter(&key);
+                if fresh.listen(self.config.node_timeout).await == 0 {
+                    if !self.waits.hub.warned.swap(true, Ordering::Relaxed) {
+                        warn!(
+                            resource,
+                            "release announcements are unavailable on every master; falling back to polling"
+                        );
+                    }
+                    polling = true;
+                    continue;
+                }
+                waiter = Some(fresh);
+                // Subscribed now: try again at once, in case the release came in between.
+                continue;
+            };
+            // Re-subscribes on masters that reconnected; a no-op otherwise.
+            listener.listen(self.config.node_timeout).await;
+            let fallback = self
+                .free_in(&key)
+                .await
+                .unwrap_or(MAX_FALLBACK_WAIT)
+                .min(MAX_FALLBACK_WAIT);
+            // A little past the expiry, spread so processes do not all retry at the same instant.
+            let spread = self
+                .config
+                .backoff
+                .max()
+                .saturating_sub(self.config.backoff.min())
+                / 2;
+            let jitter = Duration::from_micros(
+                rand::rng().random_range(1_000..=1_000 + u64::try_from(spread.as_micros()).unwrap_or(0)),
+            );
+            let wake_at = (tokio::time::Instant::now() + fallback + jitter).min(deadline);
+            let woken = listener.woken_before(wake_at).await;
+            if !woken && tokio::time::Instant::now() >= deadline {
+                return Err(exhausted(err, attempts));
+            }
+            debug!(attempt = attempts, woken, "retrying after a wait");
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! `with_lock`: run a piece of work under a lock that the watchdog keeps alive, and stop the work the
+//! moment the lock is lost.
+//!
+//! This is the safe way to hold a lock for work of unknown length: the lock is acquired (waiting up
+//! to the configured deadline), renewed in the background, and released when the work ends. If the
+//! lock is lost first (a conflict, too many masters gone, a pause past the validity), the work's
+//! future is dropped at its next await point and the caller gets [`WithLockError::LockLost`], so
+//! the work never runs on unprotected.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{instrument, warn};
+
+use crate::coordinator::Quorlock;
+use crate::error::{ReleaseError, WithLockError};
+use crate::guard::Held;
+use crate::watchdog::KeepAlive;
+
+/// A cheap, clonable view of a lock held by [`Quorlock::with_lock`], handed to the work.
+///
+/// It owns what it refers to, so the work's future borrows nothing from the caller.
+#[derive(Clone)]
+pub struct LockHandle {
+    held: Arc<Held>,
+}
+
+impl fmt::Debug for LockHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockHandle")
+            .field("resource", &self.held.resource)
+            .field("lost", &self.held.is_lost())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LockHandle {
+    /// The resource name this lock is for.
+    pub fn resource(&self) -> &str {
+        &self.held.resource
+    }
+
+    /// The key set on every master.
+    pub fn key(&self) -> &str {
+        &self.held.key
+    }
+
+    /// This holder's random token.
+    pub fn token(&self) -> &str {
+        &self.held.token
+    }
+
+    /// The monotonic instant the lock stops being valid unless renewed.
+    pub fn valid_until(&self) -> Instant {
+        self.held.status.borrow().valid_until
+    }
+
+    /// The time left before the lock stops being valid unless renewed; zero once it has.
+    pub fn validity(&self) -> Duration {
+        self.valid_until().saturating_duration_since(Instant::now())
+    }
+
+    /// Whether the lock is lost.
+    pub fn is_lost(&self) -> bool {
+        self.held.is_lost()
+    }
+
+    /// Waits until the lock is lost: as soon as it is known, at the latest when its last confirmed
+    /// validity ends.
+    pub async fn lost(&self) {
+        self.held.lost().await;
+    }
+}
+
+impl Quorlock {
+    /// Acquires `resource` (waiting up to the configured deadline), keeps it alive, runs `work`,
+    /// and releases it.
+    ///
+    /// If the lock is lost while the work runs, the work's future is dropped and
+    /// [`WithLockError::LockLost`] is returned. A release that could not be confirmed because
+    /// masters were unreachable is only logged: the work finished while the lock was known held,
+    /// and the leftover keys expire with their TTL.
+    ///
+    /// ```no_run
+    /// # async fn run(locks: quorlock::Quorlock) -> Result<(), quorlock::WithLockError> {
+    /// use std::time::Duration;
+    ///
+    /// let rows = locks
+    ///     .with_lock("reports:daily", Duration::from_secs(30), |lock| async move {
+    ///         // Work of any length: the lock is renewed every 10 s while this runs, and this
+    ///         // future is dropped if the lock is lost.
+    ///         assert!(!lock.is_lost());
+    ///         1234
+    ///     })
+    ///     .await?;
+    /// # let _ = rows;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`WithLockError::Acquire`] when the lock was not acquired (the work never ran);
+    /// [`WithLockError::LockLost`] when it was lost during the work (the work was cancelled);
+    /// [`WithLockError::Release`] when the release found the lock had already expired on a
+    /// majority, so the work may not have been protected to its end.
+    pub async fn with_lock<F, Fut, T>(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        work: F,
+    ) -> Result<T, WithLockError>
+    where
+        F: FnOnce(LockHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.with_lock_opts(resource, ttl, KeepAlive::default(), work)
+            .await
+    }
+
+    /// [`Quorlock::with_lock`] with keep-alive options (renewal interval, hold cap).
+    ///
+    /// # Errors
+    /// As [`Quorlock::with_lock`]; reaching the hold cap before the work ends is a
+    /// [`WithLockError::LockLost`].
+    #[instrument(skip_all, fields(resource = %resource))]
+    pub async fn with_lock_opts<F, Fut, T>(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        opts: KeepAlive,
+        work: F,
+    ) -> Result<T, WithLockError>
+    where
+        F: FnOnce(LockHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.acquire(resource, ttl).await?;
+        guard.keep_alive_with(opts);
+        let started = Instant::now();
+        let work = work(LockHandle {
+            held: Arc::clone(&guard.held),
+        });
+        let output = tokio::select! {
+            biased;
+            () = guard.lost() => None,
+            output = work => Some(output),
+        };
+        let Some(output) = output else {
+            let held_for = started.elapsed();
+            warn!(
+                held_for_ms = held_for.as_millis() as u64,
+                "lock lost during the work; the work was cancelled"
+            );
+            // Clean up whatever is left of it; the outcome changes nothing for the caller.
+            let _ = guard.release().await;
+            return Err(WithLockError::LockLost {
+                resource: resource.to_owned(),
+                held_for,
+            });
+        };
+        match guard.release().await {
+            Ok(_) => Ok(output),
+            Err(err @ ReleaseError::Unconfirmed { .. }) => {
+                warn!(error = %err, "release after the work was not confirmed; leftover keys expire with their TTL");
+                Ok(output)
+            }
+            Err(err) => Err(WithLockError::Release(err)),
+        }
+    }
+}

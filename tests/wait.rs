@@ -1,0 +1,213 @@
+//! Blocking waits against real masters: woken by the holder's release, outwaiting a crashed holder
+//! without polling, falling back to polling without pub/sub, and local coalescing of many waiters.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{builder, cluster, holders, locks};
+use quorlock::Quorlock;
+use quorlock_chaos::Cluster;
+use redis::AsyncCommands;
+
+const HOLD: Duration = Duration::from_secs(10);
+
+/// `SET` calls master `i` has served since its stats were last reset.
+async fn set_calls(c: &Cluster, i: usize) -> u64 {
+    let mut conn = c.client(i).await.expect("connect");
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .expect("INFO");
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_set:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().expect("a count"))
+}
+
+async fn reset_stats(c: &Cluster) {
+    for i in 0..c.len() {
+        let mut conn = c.client(i).await.expect("connect");
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut conn)
+            .await
+            .expect("CONFIG RESETSTAT");
+    }
+}
+
+#[tokio::test]
+async fn a_woken_waiter_acquires_before_a_polling_waiter_would_have_retried() {
+    let c = cluster(3).await;
+    let holder = locks(&c).await;
+    // Both waiters would sleep 3 s between attempts when polling.
+    let woken = builder(&c)
+        .retry_delay(Duration::from_secs(3))
+        .retry_jitter(Duration::ZERO)
+        .wait(Duration::from_secs(8))
+        .build()
+        .await
+        .expect("build");
+    let polling = builder(&c)
+        .retry_delay(Duration::from_secs(3))
+        .retry_jitter(Duration::ZERO)
+        .wait(Duration::from_secs(8))
+        .wake_on_release(false)
+        .build()
+        .await
+        .expect("build");
+    let a = holder.acquire("handoff:a", HOLD).await.expect("hold a");
+    let b = holder.acquire("handoff:b", HOLD).await.expect("hold b");
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let wait_on = |locks: Quorlock, resource: &'static str, name: &'static str| {
+        let order = Arc::clone(&order);
+        tokio::spawn(async move {
+            let guard = locks
+                .acquire(resource, HOLD)
+                .await
+                .expect("acquire after release");
+            order.lock().unwrap().push(name);
+            guard
+        })
+    };
+    let woken_task = wait_on(woken, "handoff:a", "woken");
+    let polling_task = wait_on(polling, "handoff:b", "polling");
+    // Both have made their first attempts and are waiting.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(order.lock().unwrap().is_empty());
+    order.lock().unwrap().push("released");
+    let (ra, rb) = tokio::join!(a.release(), b.release());
+    ra.expect("release a");
+    rb.expect("release b");
+    let woken_guard = woken_task.await.expect("task");
+    let polling_guard = polling_task.await.expect("task");
+    assert_eq!(*order.lock().unwrap(), vec!["released", "woken", "polling"]);
+    woken_guard.release().await.expect("release");
+    polling_guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_crashed_holder_is_outwaited_at_its_ttl_without_polling() {
+    let c = cluster(3).await;
+    let locks = locks(&c).await;
+    // A holder that set the key everywhere and died: nobody will ever announce a release.
+    let ttl_ms = 800;
+    for i in 0..3 {
+        let mut conn = c.client(i).await.expect("connect");
+        let _: () = redis::cmd("SET")
+            .arg("crashed")
+            .arg("dead-holder")
+            .arg("PX")
+            .arg(ttl_ms)
+            .query_async(&mut conn)
+            .await
+            .expect("SET");
+    }
+    reset_stats(&c).await;
+    let started = Instant::now();
+    let guard = locks
+        .acquire("crashed", HOLD)
+        .await
+        .expect("acquired after the TTL");
+    // It cannot have got the key before it expired on a majority.
+    assert!(
+        started.elapsed() >= Duration::from_millis(ttl_ms / 2),
+        "{:?}",
+        started.elapsed()
+    );
+    for i in 0..3 {
+        let mut conn = c.client(i).await.expect("connect");
+        let v: Option<String> = conn.get("crashed").await.expect("GET");
+        assert_eq!(v.as_deref(), Some(guard.token()));
+    }
+    // Woken near the expiry, not every 20 ms (which would be about 40 attempts).
+    let calls = set_calls(&c, 0).await;
+    eprintln!("crashed holder: {calls} SET calls on master 0");
+    assert!(calls <= 6, "{calls} SET calls on master 0");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn without_pub_sub_a_waiter_falls_back_to_polling() {
+    let c = cluster(3).await;
+    // A user allowed to take locks but not to subscribe to any channel.
+    for i in 0..3 {
+        let mut conn = c.client(i).await.expect("connect");
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", "nosub", "on", ">pw", "~*", "+@all", "resetchannels"])
+            .query_async(&mut conn)
+            .await
+            .expect("ACL SETUSER");
+    }
+    let holder = locks(&c).await;
+    let urls: Vec<String> = (0..3)
+        .map(|i| format!("redis://nosub:pw@127.0.0.1:{}", c.port(i)))
+        .collect();
+    let waiter = Quorlock::builder()
+        .nodes(urls)
+        .node_timeout(Duration::from_millis(200))
+        .retry_delay(Duration::from_millis(50))
+        .retry_jitter(Duration::from_millis(25))
+        .wait(Duration::from_secs(5))
+        .build()
+        .await
+        .expect("build");
+    let guard = holder.acquire("nosub", HOLD).await.expect("hold");
+    let task = tokio::spawn(async move { waiter.acquire("nosub", HOLD).await.map(|g| g.token().to_owned()) });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!task.is_finished());
+    guard.release().await.expect("release");
+    let token = task.await.expect("task").expect("acquired by polling");
+    assert_eq!(token.len(), 32);
+}
+
+/// Fifty tasks of one process wait for a key held elsewhere, then take turns holding it.
+async fn fifty_waiters(c: &Cluster, local_queue: bool) -> u64 {
+    let holder = locks(c).await;
+    let waiters = builder(c)
+        .wait(Duration::from_secs(30))
+        .max_attempts(10_000)
+        .local_queue(local_queue)
+        .build()
+        .await
+        .expect("build");
+    let guard = holder.acquire("crowd", HOLD).await.expect("hold");
+    reset_stats(c).await;
+    let mut tasks = Vec::new();
+    for _ in 0..50 {
+        let waiters = waiters.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = waiters.acquire("crowd", HOLD).await.expect("acquire in turn");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            guard.release().await.expect("release");
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    guard.release().await.expect("release");
+    for task in tasks {
+        task.await.expect("task");
+    }
+    assert_eq!(holders(c, &[0, 1, 2], "crowd").await, 0);
+    let calls = set_calls(c, 0).await;
+    eprintln!("local_queue={local_queue}: {calls} SET calls on master 0 for 50 hand-offs");
+    calls
+}
+
+#[tokio::test]
+async fn fifty_local_waiters_make_about_one_remote_attempt_per_release() {
+    let c = cluster(3).await;
+    let calls = fifty_waiters(&c, true).await;
+    // 51 releases (the outside holder's and each waiter's): one attempt each, plus the head's
+    // first attempt and its re-attempt after subscribing, plus a few fallback wake-ups.
+    assert!(calls <= 50 + 8, "{calls} SET calls on master 0 for 50 hand-offs");
+}
+
+#[tokio::test]
+async fn without_the_local_queue_fifty_waiters_contend_remotely() {
+    // The negative control: the same crowd, every waiter contending on the masters.
+    let c = cluster(3).await;
+    let calls = fifty_waiters(&c, false).await;
+    assert!(calls > 100, "{calls} SET calls on master 0");
+}
