@@ -69,16 +69,18 @@ pub struct Config {
     pub retry: RetryPlan,
     /// Prefix put before every resource name to form its key ("" by default).
     pub key_prefix: String,
-    /// Whether blocked acquires are woken by release announcements (else they poll).
-    pub wake_on_release: bool,
-    /// Whether waiters of this process for the same resource queue locally first.
-    pub local_queue: bool,
     /// Whether votes of a recently restarted master without `appendfsync always` are ignored.
     pub enforce_restart_grace: bool,
     /// The restart grace period; `None` for the longest TTL in use plus its drift allowance.
     pub restart_grace: Option<Duration>,
     /// Interval between background checks of every master's identity and persistence.
     pub health_refresh: Duration,
+    /// PEM root certificates trusted for `rediss://` masters instead of the system store.
+    pub tls_root_certificates: Option<Vec<u8>>,
+    /// Whether blocked acquires are woken by release announcements (else they poll).
+    pub wake_on_release: bool,
+    /// Whether waiters of this process for the same resource queue locally first.
+    pub local_queue: bool,
 }
 
 /// Builds a [`crate::Quorlock`]. Start from [`crate::Quorlock::builder`].
@@ -95,11 +97,12 @@ pub struct QuorlockBuilder {
     max_attempts: u32,
     wait: Duration,
     key_prefix: String,
-    wake_on_release: bool,
-    local_queue: bool,
     enforce_restart_grace: bool,
     restart_grace: Option<Duration>,
     health_refresh: Duration,
+    tls_root_certificates: Option<Vec<u8>>,
+    wake_on_release: bool,
+    local_queue: bool,
 }
 
 impl std::fmt::Debug for QuorlockBuilder {
@@ -126,11 +129,12 @@ impl Default for QuorlockBuilder {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             wait: DEFAULT_WAIT,
             key_prefix: String::new(),
-            wake_on_release: DEFAULT_WAKE_ON_RELEASE,
-            local_queue: DEFAULT_LOCAL_QUEUE,
             enforce_restart_grace: DEFAULT_ENFORCE_RESTART_GRACE,
             restart_grace: DEFAULT_RESTART_GRACE,
             health_refresh: DEFAULT_HEALTH_REFRESH,
+            tls_root_certificates: None,
+            wake_on_release: DEFAULT_WAKE_ON_RELEASE,
+            local_queue: DEFAULT_LOCAL_QUEUE,
         }
     }
 }
@@ -206,20 +210,6 @@ impl QuorlockBuilder {
         self
     }
 
-    /// Wakes blocked acquires when the holder releases (default [`DEFAULT_WAKE_ON_RELEASE`]); off,
-    /// they poll with the retry delay.
-    pub fn wake_on_release(mut self, on: bool) -> Self {
-        self.wake_on_release = on;
-        self
-    }
-
-    /// Queues this process's waiters for the same resource locally first (default
-    /// [`DEFAULT_LOCAL_QUEUE`]); off, every waiter contends on the masters.
-    pub fn local_queue(mut self, on: bool) -> Self {
-        self.local_queue = on;
-        self
-    }
-
     /// Turns on or off ignoring the votes of a master that restarted within the grace period and
     /// does not persist with `appendfsync always` (default [`DEFAULT_ENFORCE_RESTART_GRACE`]).
     ///
@@ -243,6 +233,28 @@ impl QuorlockBuilder {
     /// persistence (default [`DEFAULT_HEALTH_REFRESH`]).
     pub fn health_refresh(mut self, every: Duration) -> Self {
         self.health_refresh = every;
+        self
+    }
+
+    /// Trusts these PEM root certificates for `rediss://` masters instead of the system trust
+    /// store (for a private CA). Needs the `tls` feature.
+    #[cfg(feature = "tls")]
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_certificates = Some(pem.into());
+        self
+    }
+
+    /// Wakes blocked acquires when the holder releases (default [`DEFAULT_WAKE_ON_RELEASE`]); off,
+    /// they poll with the retry delay.
+    pub fn wake_on_release(mut self, on: bool) -> Self {
+        self.wake_on_release = on;
+        self
+    }
+
+    /// Queues this process's waiters for the same resource locally first (default
+    /// [`DEFAULT_LOCAL_QUEUE`]); off, every waiter contends on the masters.
+    pub fn local_queue(mut self, on: bool) -> Self {
+        self.local_queue = on;
         self
     }
 
@@ -278,11 +290,12 @@ impl QuorlockBuilder {
                 wait: self.wait,
             },
             key_prefix: self.key_prefix.clone(),
-            wake_on_release: self.wake_on_release,
-            local_queue: self.local_queue,
             enforce_restart_grace: self.enforce_restart_grace,
             restart_grace: self.restart_grace,
             health_refresh: self.health_refresh,
+            tls_root_certificates: self.tls_root_certificates.clone(),
+            wake_on_release: self.wake_on_release,
+            local_queue: self.local_queue,
         })
     }
 }

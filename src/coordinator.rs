@@ -40,14 +40,14 @@ pub struct Quorlock {
 pub(crate) struct Inner {
     pub(crate) nodes: Vec<Node>,
     pub(crate) config: Config,
+    /// Each master's identity and durability, and whose votes count.
+    pub(crate) health: Health,
     /// The renewal scheduler of every kept-alive guard.
     pub(crate) watchdog: Watchdog,
     /// The release listeners of blocked acquires.
     pub(crate) waits: Waits,
     /// The local turns of this process's waiters, per key.
     pub(crate) queue: LocalQueue,
-    /// Each master's identity and durability, and whose votes count.
-    pub(crate) health: Health,
 }
 
 /// The outcome of releasing one key on a set of masters.
@@ -76,7 +76,13 @@ impl Quorlock {
         let config = builder.config()?;
         let mut nodes: Vec<Node> = Vec::with_capacity(builder.urls.len());
         for (index, url) in builder.urls.iter().enumerate() {
-            let node = Node::new(index, url, config.node_timeout, config.connect_timeout)?;
+            let node = Node::with_roots(
+                index,
+                url,
+                config.node_timeout,
+                config.connect_timeout,
+                config.tls_root_certificates.as_deref(),
+            )?;
             if let Some(first) = nodes.iter().find(|n| n.addr() == node.addr()) {
                 return Err(BuildError::DuplicateNode {
                     addr: node.addr().to_owned(),
@@ -115,9 +121,9 @@ impl Quorlock {
             waits: Waits::new(&nodes),
             nodes,
             config,
-            health,
             watchdog: Watchdog::new(),
             queue: LocalQueue::default(),
+            health,
         };
         crate::health::check_at_build(&inner).await;
         Ok(Self {
@@ -212,7 +218,6 @@ impl Inner {
         resource: &str,
         timing: Timing,
     ) -> Result<Guard, AcquireError> {
-        crate::health::tick(self);
         let key = self.key(resource);
         let token = new_token()?;
         let mut cmd = redis::cmd("SET");
@@ -286,6 +291,7 @@ impl Inner {
         F: Fn(&'a Node) -> Fut,
         Fut: Future<Output = Result<(), NodeErrorKind>>,
     {
+        crate::health::tick(self);
         // Armed until the round is settled: dropping this future part-way releases from a task.
         let mut cleanup = ReleaseOnDrop::new(self.clone(), Arc::clone(&ops));
         let started = Instant::now();

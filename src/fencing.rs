@@ -29,7 +29,7 @@ use redis::Value;
 use tracing::{debug, field, info, instrument, warn, Span};
 
 use crate::config::FENCE_COUNTER_KEY;
-use crate::coordinator::{new_token, spawn_release, ttl_millis, Inner};
+use crate::coordinator::{new_token, ttl_millis, Inner, ReleaseOnDrop};
 use crate::core::fencing::{fencing_token, repair_target, AcquireReply, CounterRead, RepairTarget};
 use crate::core::{Decision, Failure, Tally, Timing, Vote};
 use crate::error::{AcquireError, NodeErrorKind, NodeFailure};
@@ -51,6 +51,19 @@ impl Quorlock {
     /// The guard's [`Guard::fencing_token`] is `Some`: pass it with every write to the protected
     /// resource, which must reject tokens lower than the highest it has seen.
     ///
+    /// ```no_run
+    /// # async fn run(locks: quorlock::Quorlock, store: quorlock::FencedStore<redis::aio::MultiplexedConnection>)
+    /// #     -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// let guard = locks.acquire_fenced("account:7", Duration::from_secs(10)).await?;
+    /// let token = guard.fencing_token().unwrap_or_default();
+    /// let balance: u64 = store.read("balance:7", token).await?.unwrap_or(0);
+    /// // Rejected with FencedError::Stale if a newer holder has read or written meanwhile.
+    /// store.write("balance:7", token, balance + 10).await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`Quorlock::acquire`]. A commit round that fails is reported like a failed acquire round
     /// ([`AcquireError::NoQuorum`] with the commit's counts, or [`AcquireError::TooSlow`]).
@@ -61,40 +74,16 @@ impl Quorlock {
         ttl: std::time::Duration,
     ) -> Result<Guard, AcquireError> {
         let timing = check(&self.inner, resource, ttl)?;
-        let plan = self.inner.config.retry;
-        let started = Instant::now();
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            Span::current().record("attempt", attempts);
-            let err = match fenced_round(&self.inner, resource, timing).await {
-                Ok(guard) => {
-                    if let Some(token) = guard.fencing_token() {
-                        Span::current().record("token", token);
-                    }
-                    return Ok(guard);
-                }
-                Err(err) => err,
-            };
-            if !err.is_retryable() {
-                return Err(err);
-            }
-            let delay = self.inner.config.backoff.jitter(&mut rand::rng());
-            match plan.next_delay(attempts, started.elapsed(), delay) {
-                Some(delay) => {
-                    debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying fenced acquire");
-                    tokio::time::sleep(delay).await;
-                }
-                None => {
-                    return Err(AcquireError::Exhausted {
-                        resource: resource.to_owned(),
-                        attempts,
-                        waited: started.elapsed(),
-                        last: Box::new(err),
-                    })
-                }
-            }
+        let guard = self
+            .inner
+            .retrying(resource, tokio::time::sleep, || {
+                fenced_round(&self.inner, resource, timing)
+            })
+            .await?;
+        if let Some(token) = guard.fencing_token() {
+            Span::current().record("token", token);
         }
+        Ok(guard)
     }
 
     /// Makes one fenced acquisition (both rounds), with no retries.
@@ -159,18 +148,6 @@ fn asked_for_repair(err: &AcquireError) -> bool {
     err.failures()
         .iter()
         .any(|f| f.kind == NodeErrorKind::FenceRepair)
-}
-
-/// Releases everywhere on drop unless disarmed: cancel safety of a fenced acquisition.
-struct ReleaseOnDrop(Option<(Arc<Inner>, String, String)>);
-
-impl Drop for ReleaseOnDrop {
-    fn drop(&mut self) {
-        if let Some((inner, key, token)) = self.0.take() {
-            let all = (0..inner.nodes.len()).collect();
-            spawn_release(inner, Arc::new(PlainLock::new(&key, &token)), all);
-        }
-    }
 }
 
 /// Round 1 on one master: the vote, and the counter when granted.
@@ -284,7 +261,9 @@ async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Resul
     let token = new_token()?;
     let ttl_ms = ttl_millis(timing.ttl());
     let n = inner.nodes.len();
-    let mut cleanup = ReleaseOnDrop(Some((Arc::clone(inner), key.clone(), token.clone())));
+    // The fenced lock is a plain lock on the wire: extend and release are the plain commands.
+    let ops: Arc<dyn LockOps> = Arc::new(PlainLock::new(&key, &token));
+    let mut cleanup = ReleaseOnDrop::new(Arc::clone(inner), Arc::clone(&ops));
     let started = Instant::now();
 
     // Round 1.
@@ -350,8 +329,7 @@ async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Resul
             for i in (0..n).filter(|i| commit.vote(*i) == Some(Vote::Yes)) {
                 inner.health.raise_fence_floor(i, fence);
             }
-            cleanup.0 = None;
-            let ops: Arc<dyn LockOps> = Arc::new(PlainLock::new(&key, &token));
+            cleanup.disarm();
             let guard = Guard::new(
                 Arc::clone(inner),
                 resource.to_owned(),

@@ -41,6 +41,7 @@
 //! - `fencing`: fenced acquisition ([`Quorlock::acquire_fenced`]), issuing quorum-backed fencing
 //!   tokens that never go backwards, and the repair of masters that lost their counter.
 //! - [`FencedStore`] (`fenced_store`): a resource kept in Redis that rejects stale tokens.
+//! - `tls`: `rediss://` masters over rustls, behind the `tls` feature.
 //! - `health`: each master's `run_id`, uptime and persistence; votes of a master restarted within
 //!   the grace period without `appendfsync always` are ignored (the delayed restart, enforced).
 //!
@@ -50,6 +51,13 @@
 //! loses a key while it is held (run masters with `appendfsync always`, or delay a wiped master's
 //! restart beyond the longest TTL). A holder that pauses past its validity (GC, SIGSTOP, swap) is not
 //! protected by RedLock alone. See the README for the full statement.
+//!
+//! Beyond RedLock: the client itself keeps a master that restarted without `appendfsync always`
+//! out of every majority for the longest TTL in use (the delayed restart the spec leaves to
+//! operators), and [`Quorlock::acquire_fenced`] hands out fencing tokens backed by a majority that
+//! never go backwards, however long a holder pauses, so that a resource such as [`FencedStore`]
+//! can reject a paused holder's late writes. `docs/safety.md` states which failures are covered,
+//! which are detected, and which are out of model.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -68,6 +76,7 @@ mod inspect;
 pub mod kinds;
 mod node;
 mod ops;
+mod tls;
 mod wait;
 mod watchdog;
 mod with_lock;
@@ -78,7 +87,7 @@ pub use error::{
     AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
     WithLockError,
 };
-pub use fenced_store::{FencedError, FencedStore};
+pub use fenced_store::{FencedError, FencedStore, DEFAULT_FENCE_SUFFIX};
 pub use guard::Guard;
 pub use inspect::{Holding, Inspection, MasterState};
 pub use kinds::{FairOptions, LockOwner, Ticket};

@@ -90,17 +90,30 @@ impl fmt::Debug for Node {
 
 impl Node {
     /// Parses `url` and prepares a lazy connection; nothing is sent yet.
+    #[allow(dead_code)]
     pub(crate) fn new(
         index: usize,
         url: &str,
         timeout: Duration,
         connect_timeout: Duration,
     ) -> Result<Self, BuildError> {
+        Self::with_roots(index, url, timeout, connect_timeout, None)
+    }
+
+    /// As [`Node::new`], trusting `roots` (PEM) for a `rediss://` URL instead of the system store.
+    pub(crate) fn with_roots(
+        index: usize,
+        url: &str,
+        timeout: Duration,
+        connect_timeout: Duration,
+        roots: Option<&[u8]>,
+    ) -> Result<Self, BuildError> {
         let invalid = |reason: String| BuildError::InvalidUrl {
             url: redact_url(url),
             reason,
         };
-        let client = Client::open(url).map_err(|e| invalid(describe(&e)))?;
+        let client = crate::tls::open_client(url, roots)
+            .map_err(|e| invalid(e.map_or_else(|reason| reason, |e| describe(&e))))?;
         let addr = client.get_connection_info().addr().to_string();
         // No response timeout inside redis-rs: `bounded` already puts the node timeout on every
         // command, and a second timer per command would only cost.

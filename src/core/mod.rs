@@ -7,8 +7,8 @@
 //! - [`timing`]: quorum size, clock-drift allowance and validity arithmetic (checked, never wrapping);
 //! - [`tally`]: the acquisition tally, a state machine that decides as soon as the outcome is certain;
 //! - [`backoff`]: retry delays with bounded jitter, and the retry plan bounded by count and deadline;
+//! - [`fencing`]: fencing-token arithmetic, counter repair, and the model that proves tokens monotonic;
 //! - [`renewal`]: the watchdog's schedule (interval, shared ticks, capped holds) and its verdicts.
-//! - [`fencing`]: fencing-token arithmetic, counter repair, and the model that proves tokens monotonic.
 
 pub mod backoff;
 pub mod fencing;
