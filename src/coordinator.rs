@@ -421,7 +421,15 @@ impl Inner {
                         decided => decided,
                     },
                 },
-                () = &mut time_decides => tally.poll(Instant::now()),
+                () = &mut time_decides => {
+                    let decided = tally.poll(Instant::now());
+                    if !decided.is_final() {
+                        // The runtime's clock ran ahead of the monotonic clock the tally reads
+                        // (paused test time): look again shortly rather than spin on a fired timer.
+                        time_decides.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(1));
+                    }
+                    decided
+                }
             };
             if decision.is_final() {
                 return decision;
@@ -520,9 +528,18 @@ pub(crate) fn release_channel(key: &str) -> String {
     channel
 }
 
-/// A TTL in whole milliseconds, at least 1 (PX 0 is an error on the server).
+/// A TTL in whole milliseconds, rounded up and at least 1 (PX 0 is an error on the server).
+///
+/// Rounding up keeps the key alive at least as long as the validity computed from the exact TTL
+/// assumes; rounding down would overstate the validity by up to a millisecond.
 pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+    let whole = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    let rounded = if ttl.subsec_nanos() % 1_000_000 == 0 {
+        whole
+    } else {
+        whole.saturating_add(1)
+    };
+    rounded.max(1)
 }
 
 /// 128 random bits from the OS, as 32 lowercase hex digits.
@@ -606,8 +623,10 @@ mod tests {
     }
 
     #[test]
-    fn ttl_in_millis_is_never_zero() {
+    fn ttl_in_millis_is_never_zero_and_never_shorter() {
         assert_eq!(ttl_millis(Duration::from_micros(10)), 1);
         assert_eq!(ttl_millis(Duration::from_secs(2)), 2000);
+        assert_eq!(ttl_millis(Duration::from_micros(100_900)), 101);
+        assert_eq!(ttl_millis(Duration::from_millis(100)), 100);
     }
 }

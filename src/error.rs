@@ -501,8 +501,10 @@ pub(crate) fn redact_url(url: &str) -> String {
         return url.to_owned();
     };
     let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    // The last '@' anywhere, not only in a well-formed authority: a password holding '/', '?' or
+    // '#' makes the URL unparseable, and that is exactly when it is echoed in an error. Redacting
+    // too much is harmless; too little is not.
+    match rest.rfind('@') {
         Some(at) => format!("{}***{}", &url[..scheme_end + 3], &rest[at..]),
         None => url.to_owned(),
     }
@@ -521,7 +523,7 @@ mod tests {
         assert_eq!(redact_url("redis://:s3cret@host"), "redis://***@host");
         assert_eq!(redact_url("rediss://host:6380"), "rediss://host:6380");
         assert_eq!(redact_url("not a url"), "not a url");
-        assert_eq!(redact_url("redis://host/path@x"), "redis://host/path@x");
+        assert_eq!(redact_url("redis://u:pa/ss@h:6379"), "redis://***@h:6379");
     }
 
     #[test]

@@ -31,7 +31,6 @@ pub(crate) struct Status {
 }
 
 /// The state a guard shares with anything that watches it.
-#[derive(Debug)]
 pub(crate) struct Held {
     pub(crate) inner: Arc<Inner>,
     pub(crate) resource: String,
@@ -50,6 +49,19 @@ pub(crate) struct Held {
     released: Mutex<bool>,
     /// This task's turn in the process's local queue for the key, held until the release is done.
     turn: Mutex<Option<Turn>>,
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token stays out: whoever has it can release the lock.
+        f.debug_struct("Held")
+            .field("resource", &self.resource)
+            .field("key", &self.key)
+            .field("ttl", &self.ttl)
+            .field("status", &*self.status.borrow())
+            .field("fencing_token", &self.fencing_token.get())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A lock held on a majority of masters. Release it with [`Guard::release`].
@@ -155,6 +167,8 @@ impl Guard {
     pub async fn extend(&self, ttl: Duration) -> Result<Duration, ExtendError> {
         let held = &self.held;
         let timing = held.inner.check_ttl(ttl)?;
+        // Re-verifies masters that reconnected, so a process that only extends still counts them.
+        crate::health::tick(&held.inner);
         let _serial = held.extend_lock.lock().await;
         let status = *held.status.borrow();
         if status.lost {

@@ -115,6 +115,18 @@ impl Node {
         let client = crate::tls::open_client(url, roots)
             .map_err(|e| invalid(e.map_or_else(|reason| reason, |e| describe(&e))))?;
         let addr = client.get_connection_info().addr().to_string();
+        if client
+            .get_connection_info()
+            .redis_settings()
+            .protocol()
+            .supports_resp3()
+        {
+            // Over RESP3 the connection manager also reconnects on a server push, with no failed
+            // command for `bounded` to count, and the restart guard would trust the new connection.
+            return Err(invalid(
+                "RESP3 is not supported for lock masters; remove the protocol=resp3 parameter".into(),
+            ));
+        }
         // No response timeout inside redis-rs: `bounded` already puts the node timeout on every
         // command, and a second timer per command would only cost.
         let config = ConnectionManagerConfig::new()
@@ -162,9 +174,10 @@ impl Node {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => {
                 let kind = classify(&err);
-                if matches!(kind, NodeErrorKind::Connection(_)) {
-                    // The connection manager reconnects after this: no reply from the new
-                    // connection is trusted before the master's identity is checked again.
+                if matches!(kind, NodeErrorKind::Connection(_)) || err.is_unrecoverable_error() {
+                    // The connection manager reconnects after this (a lost connection, a reply it
+                    // could not parse, a failed handshake): no reply from the new connection is
+                    // trusted before the master's identity is checked again.
                     self.disconnects.fetch_add(1, Ordering::SeqCst);
                 }
                 Err(kind)

@@ -39,6 +39,9 @@ use crate::error::AcquireError;
 use crate::guard::Guard;
 use crate::node::{classify, Node};
 
+/// Stands in for a wait deadline too far away to represent: about 30 years.
+const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
+
 /// The longest a waiter sleeps without an announcement when the key's expiry cannot be read (a
 /// key without a TTL, or too few masters answering): 1 s. It bounds the cost of a missed message.
 pub const MAX_FALLBACK_WAIT: Duration = Duration::from_secs(1);
@@ -369,7 +372,10 @@ impl Inner {
     ) -> Result<Guard, AcquireError> {
         let plan = self.config.retry;
         let started = Instant::now();
-        let deadline = tokio::time::Instant::from_std(started) + plan.wait;
+        // A wait too long to represent (`Duration::MAX` for "forever") is as good as none.
+        let deadline = tokio::time::Instant::from_std(started)
+            .checked_add(plan.wait)
+            .unwrap_or_else(|| tokio::time::Instant::now() + FOREVER);
         let key = self.key(resource);
         let turn = if self.config.local_queue {
             match tokio::time::timeout_at(deadline, self.queue.turn(&key)).await {
@@ -453,9 +459,9 @@ impl Inner {
                 .max()
                 .saturating_sub(self.config.backoff.min())
                 / 2;
-            let jitter = Duration::from_micros(
-                rand::rng().random_range(1_000..=1_000 + u64::try_from(spread.as_micros()).unwrap_or(0)),
-            );
+            let jitter = Duration::from_micros(rand::rng().random_range(
+                1_000..=1_000u64.saturating_add(u64::try_from(spread.as_micros()).unwrap_or(0)),
+            ));
             let wake_at = (tokio::time::Instant::now() + fallback + jitter).min(deadline);
             let woken = listener.woken_before(wake_at).await;
             if !woken && tokio::time::Instant::now() >= deadline {

@@ -400,7 +400,6 @@ async fn renew(
     let serials: Vec<_> = due.iter().map(|d| d.held.extend_lock.try_lock().ok()).collect();
     let mut cmds = Vec::new();
     let mut rounds = Vec::new();
-    let mut earliest: Option<Instant> = None;
     for (i, (d, serial)) in due.iter().zip(&serials).enumerate() {
         if serial.is_none() {
             continue;
@@ -412,8 +411,6 @@ async fn renew(
         match inner.check_ttl(d.ttl) {
             Ok(timing) => {
                 cmds.push(scripts.by_sha(d.held.ops.extend_cmd(ttl_millis(d.ttl))));
-                let valid_until = d.held.status.borrow().valid_until;
-                earliest = Some(earliest.map_or(valid_until, |e| e.min(valid_until)));
                 rounds.push(Round {
                     due: i,
                     tally: Tally::new(masters, timing, started),
@@ -444,8 +441,10 @@ async fn renew(
     let timeout = inner
         .config
         .node_timeout
-        .saturating_add(RENEWAL_TIME_ALLOWANCE.saturating_mul(u32::try_from(count).unwrap_or(u32::MAX)))
-        .max(earliest.map_or(Duration::ZERO, |e| e.saturating_duration_since(started)));
+        .saturating_add(RENEWAL_TIME_ALLOWANCE.saturating_mul(u32::try_from(count).unwrap_or(u32::MAX)));
+    // Bounded by the node timeout (plus a per-renewal allowance), never by the locks' validity: a
+    // stalled master must not hold up the tick, and with it every other lock's renewal. A master
+    // too slow for this tick counts as a no; the next tick retries inside the remaining validity.
     let pipe = &pipe;
     let mut pending: FuturesUnordered<_> = conns
         .iter()

@@ -192,3 +192,42 @@ async fn requirepass_masters_work() {
         .expect_err("no password");
     assert!(matches!(err, BuildError::Auth { .. }), "{err}");
 }
+
+#[tokio::test]
+async fn resp3_urls_are_refused_with_a_reason() {
+    let err = Quorlock::builder()
+        .node("redis://127.0.0.1:6399/?protocol=resp3")
+        .build()
+        .await
+        .expect_err("RESP3 lock connections are refused");
+    assert!(matches!(err, BuildError::InvalidUrl { .. }), "{err}");
+    assert!(err.to_string().contains("RESP3"), "{err}");
+}
+
+#[tokio::test]
+async fn an_endless_wait_is_accepted_and_bounded_by_the_attempt_count() {
+    let c = cluster(1).await;
+    let holder = locks(&c).await;
+    let _held = holder
+        .acquire("forever", Duration::from_secs(10))
+        .await
+        .expect("acquire");
+    let waiter = Quorlock::builder()
+        .node(c.url(0))
+        .wait(Duration::MAX)
+        .max_attempts(2)
+        .retry_delay(Duration::from_millis(10))
+        .retry_jitter(Duration::ZERO)
+        .wake_on_release(false)
+        .build()
+        .await
+        .expect("build");
+    let err = waiter
+        .acquire("forever", Duration::from_secs(10))
+        .await
+        .expect_err("held elsewhere");
+    assert!(
+        matches!(err, AcquireError::Exhausted { attempts: 2, .. }),
+        "{err}"
+    );
+}

@@ -117,11 +117,17 @@ async fn a_crashed_holder_is_outwaited_at_its_ttl_without_polling() {
         "{:?}",
         started.elapsed()
     );
+    // Ours on a majority (a master whose copy of the dead key has not expired yet may lag by a few
+    // milliseconds: the majority is what counts).
+    let mut ours = 0;
     for i in 0..3 {
         let mut conn = c.client(i).await.expect("connect");
         let v: Option<String> = conn.get("crashed").await.expect("GET");
-        assert_eq!(v.as_deref(), Some(guard.token()));
+        if v.as_deref() == Some(guard.token()) {
+            ours += 1;
+        }
     }
+    assert!(ours >= 2, "our token on only {ours} of 3 masters");
     // Woken near the expiry, not every 20 ms (which would be about 40 attempts).
     let calls = set_calls(&c, 0).await;
     eprintln!("crashed holder: {calls} SET calls on master 0");
