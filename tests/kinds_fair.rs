@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{builder, cluster, eventually, subscribe};
+use common::{builder, cluster, eventually, subscribe, value};
 use futures::StreamExt;
 use quorlock::{AcquireError, FairOptions, NodeErrorKind, Quorlock, Ticket};
 use quorlock_chaos::Cluster;
@@ -395,4 +395,61 @@ async fn a_waiter_wakes_on_its_turn_instead_of_sleeping_out_its_retry_delay() {
         eventually(Duration::from_secs(5), || async { subscribers(&c, 0).await == 0 }).await,
         "the subscription ends with the wait"
     );
+}
+
+#[tokio::test]
+async fn a_reused_ticket_never_grants_a_second_holder() {
+    let c = cluster(3).await;
+    let locks = patient(&c).await;
+    let ticket = Ticket::new();
+    let first = locks
+        .acquire_fair_with("printer", TTL, FairOptions::new().ticket(ticket.clone()))
+        .await
+        .expect("first holder");
+    // The lock holds a fresh secret per acquisition, not the ticket id (which is published to
+    // every subscriber of the release channel).
+    assert_ne!(first.token(), ticket.id());
+    for i in 0..3 {
+        assert_eq!(value(&c, i, LOCK).await.as_deref(), Some(first.token()));
+    }
+    // Another acquisition with a clone of the same ticket is refused while the first holds.
+    let err = locks
+        .try_acquire_fair_with("printer", TTL, FairOptions::new().ticket(ticket.clone()))
+        .await
+        .expect_err("the lock is held by the first acquisition");
+    assert!(
+        err.failures().iter().all(|f| f.kind == NodeErrorKind::Held),
+        "{err}"
+    );
+    // A waiting acquisition with the same ticket queues instead of sharing the lock...
+    let second = tokio::spawn({
+        let locks = locks.clone();
+        let options = FairOptions::new().ticket(ticket.clone());
+        async move { locks.acquire_fair_with("printer", TTL, options).await }
+    });
+    assert!(
+        eventually(Duration::from_secs(5), || queued_everywhere(&c, &[0, 1, 2], 1)).await,
+        "the second acquisition waits in the queue"
+    );
+    assert!(!second.is_finished(), "granted while the first holds");
+    // ...and the refused rounds touched nothing the first holder owns: it still extends.
+    first.extend(TTL).await.expect("the first holder still holds");
+    for i in 0..3 {
+        assert_eq!(value(&c, i, LOCK).await.as_deref(), Some(first.token()));
+    }
+    first.release().await.expect("release the first holder");
+    let second = tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .expect("the second acquisition is served after the release")
+        .expect("task")
+        .expect("acquired");
+    assert_ne!(second.token(), ticket.id());
+    for i in 0..3 {
+        assert_eq!(value(&c, i, LOCK).await.as_deref(), Some(second.token()));
+    }
+    second.extend(TTL).await.expect("extend the second holder");
+    second.release().await.expect("release the second holder");
+    for i in 0..3 {
+        assert_eq!(value(&c, i, LOCK).await, None, "released on master {i}");
+    }
 }

@@ -13,8 +13,14 @@
 //! queue at once. Release deletes the lock and publishes the next live waiter's ticket id on the
 //! release channel, where the waiting client listens so it retries at once. Tickets are ordered by the waiters' wall clocks: clients whose clocks disagree
 //! by more than the time between their arrivals may be served in the order of their clocks.
+//!
+//! The ticket only orders the queue. The lock itself holds a fresh random token drawn for each
+//! acquisition, as a plain lock does: a ticket can be cloned and reused, and its id is published to
+//! every listener on the release channel, so it must not be what proves ownership. A master that
+//! holds the lock under any other token refuses the round, even when the ticket is at the head.
 
 use std::cmp::Ordering;
+use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -26,7 +32,7 @@ use tokio::sync::Notify;
 use tracing::{debug, field, instrument, warn};
 
 use super::{eval, int_reply, kind_key, FAIR_DEADLINES_SUFFIX, FAIR_QUEUE_SUFFIX, FAIR_TAG};
-use crate::coordinator::{release_channel, ttl_millis, Inner};
+use crate::coordinator::{new_token, release_channel, ttl_millis, Inner};
 use crate::core::Timing;
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::guard::Guard;
@@ -78,7 +84,8 @@ impl Ticket {
         self.at_ms
     }
 
-    /// The ticket's random id: its member in the queue, and the value of the lock while it holds it.
+    /// The ticket's random id: its member in the queue, and what release notifications name. It is
+    /// not the lock's value: every acquisition holds the lock under its own fresh token.
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -141,17 +148,29 @@ impl FairOptions {
     }
 }
 
-/// One waiter of a fair lock: its keys and ticket, and how its lock is extended and released.
-#[derive(Debug)]
+/// One acquisition of a fair lock: its keys, its ticket (its place in the queue), the token the lock
+/// holds while it is ours, and how that lock is extended and released.
 pub(crate) struct FairWaiter {
     /// The lock, the queue, the deadlines.
     keys: [String; 3],
     ticket: Ticket,
+    /// Drawn for this acquisition alone: the lock's value while we hold it.
+    token: String,
     channel: String,
 }
 
+impl fmt::Debug for FairWaiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The token stays out of logs: whoever has it can extend or release the lock.
+        f.debug_struct("FairWaiter")
+            .field("key", &self.keys[0])
+            .field("ticket", &self.ticket)
+            .finish_non_exhaustive()
+    }
+}
+
 impl FairWaiter {
-    fn new(inner: &Inner, resource: &str, ticket: Ticket) -> Self {
+    fn new(inner: &Inner, resource: &str, ticket: Ticket, token: String) -> Self {
         let lock = kind_key(inner, FAIR_TAG, resource);
         let queue = format!("{lock}{FAIR_QUEUE_SUFFIX}");
         let deadlines = format!("{lock}{FAIR_DEADLINES_SUFFIX}");
@@ -159,6 +178,7 @@ impl FairWaiter {
         Self {
             keys: [lock, queue, deadlines],
             ticket,
+            token,
             channel,
         }
     }
@@ -168,7 +188,8 @@ impl FairWaiter {
         cmd.arg(&self.ticket.id)
             .arg(self.ticket.at_ms)
             .arg(ttl_ms)
-            .arg(heartbeat_ms);
+            .arg(heartbeat_ms)
+            .arg(&self.token);
         cmd
     }
 
@@ -193,13 +214,13 @@ impl FairWaiter {
 impl LockOps for FairWaiter {
     fn extend_cmd(&self, ttl_ms: u64) -> Cmd {
         let mut cmd = eval(EXTEND_SCRIPT, &self.keys[..1]);
-        cmd.arg(&self.ticket.id).arg(ttl_ms);
+        cmd.arg(&self.token).arg(ttl_ms);
         cmd
     }
 
     fn release_cmd(&self) -> Cmd {
         let mut cmd = eval(RELEASE_SCRIPT, &self.keys);
-        cmd.arg(&self.ticket.id).arg(&self.channel);
+        cmd.arg(&self.token).arg(&self.channel).arg(&self.ticket.id);
         cmd
     }
 }
@@ -398,21 +419,23 @@ impl Quorlock {
     }
 }
 
-/// Checks the arguments and sets up the waiter, recording its ticket on the current span.
+/// Checks the arguments and sets up the waiter with a fresh token, recording its ticket on the
+/// current span.
 fn prepare(
     inner: &Inner,
     resource: &str,
     ttl: Duration,
     ticket: Option<Ticket>,
     heartbeat: Duration,
-) -> Result<(Timing, Arc<FairWaiter>), InputError> {
+) -> Result<(Timing, Arc<FairWaiter>), AcquireError> {
     let timing = inner.check(resource, ttl)?;
     if heartbeat.is_zero() {
-        return Err(InputError::ZeroHeartbeat);
+        return Err(InputError::ZeroHeartbeat.into());
     }
     let ticket = ticket.unwrap_or_default();
     tracing::Span::current().record("ticket", ticket.id());
-    Ok((timing, Arc::new(FairWaiter::new(inner, resource, ticket))))
+    let token = new_token()?;
+    Ok((timing, Arc::new(FairWaiter::new(inner, resource, ticket, token))))
 }
 
 /// Runs `wait` while `waiter` is queued: on failure it leaves the queue before returning; on success,
@@ -443,7 +466,7 @@ async fn round(
     let cmd = waiter.acquire_cmd(ttl_millis(timing.ttl()), heartbeat_ms);
     let ops: Arc<dyn LockOps> = Arc::clone(waiter) as Arc<dyn LockOps>;
     let key = waiter.keys[0].clone();
-    let token = waiter.ticket.id.clone();
+    let token = waiter.token.clone();
     inner
         .round_with(resource, key, token, timing, ops, |node| {
             let cmd = &cmd;
@@ -484,5 +507,22 @@ mod tests {
         let fresh = Ticket::new();
         assert_eq!(fresh.id().len(), 32);
         assert_ne!(fresh, Ticket::new());
+    }
+
+    #[test]
+    fn debug_leaves_the_token_out() {
+        let token = "0123456789abcdef0123456789abcdef";
+        let waiter = FairWaiter {
+            keys: ["p:l".into(), "p:l:queue".into(), "p:l:deadlines".into()],
+            ticket: Ticket {
+                at_ms: 10,
+                id: "ff".into(),
+            },
+            token: token.into(),
+            channel: "c".into(),
+        };
+        let shown = format!("{waiter:?}");
+        assert!(shown.contains("p:l") && shown.contains("ff"), "{shown}");
+        assert!(!shown.contains(token), "{shown}");
     }
 }

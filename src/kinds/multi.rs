@@ -9,6 +9,7 @@
 //! into [`AcquireError::Conflict`], which names the resources that were held.
 
 use std::collections::BTreeSet;
+use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -29,11 +30,19 @@ const RELEASE_SCRIPT: &str = include_str!("../scripts/multi_release.lua");
 const EXTEND_SCRIPT: &str = include_str!("../scripts/multi_extend.lua");
 
 /// A held set of resources: how it is extended and released on one master.
-#[derive(Debug)]
 pub(crate) struct MultiLock {
     resources: Vec<String>,
     keys: Vec<String>,
     token: String,
+}
+
+impl fmt::Debug for MultiLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The token stays out of logs: whoever has it can extend or release every key.
+        f.debug_struct("MultiLock")
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MultiLock {
@@ -245,6 +254,18 @@ mod tests {
             ResourceSet::new(["a", ""]),
             Err(InputError::EmptyResource)
         ));
+    }
+
+    #[test]
+    fn debug_leaves_the_token_out() {
+        let lock = MultiLock {
+            resources: vec!["a".into(), "b".into()],
+            keys: vec!["p:a".into(), "p:b".into()],
+            token: "0123456789abcdef0123456789abcdef".into(),
+        };
+        let shown = format!("{lock:?}");
+        assert!(shown.contains("p:a") && shown.contains("p:b"), "{shown}");
+        assert!(!shown.contains(&lock.token), "{shown}");
     }
 
     #[test]

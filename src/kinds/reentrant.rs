@@ -82,7 +82,6 @@ impl fmt::Debug for LockOwner {
 }
 
 /// One hold of a reentrant lock: how it is extended and released.
-#[derive(Debug)]
 pub(crate) struct ReentrantHold {
     key: String,
     owner_field: String,
@@ -90,6 +89,17 @@ pub(crate) struct ReentrantHold {
     channel: String,
     /// The owner's hold count on a majority of masters when this hold was taken (0 until then).
     holds: AtomicU64,
+}
+
+impl fmt::Debug for ReentrantHold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The hold field carries the hold's token: whoever has it can extend or release the hold.
+        f.debug_struct("ReentrantHold")
+            .field("key", &self.key)
+            .field("owner_field", &self.owner_field)
+            .field("holds", &self.holds.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
 }
 
 impl ReentrantHold {
@@ -250,6 +260,18 @@ mod tests {
             LockOwner::from("worker-7"),
             LockOwner::from("worker-7".to_owned())
         );
+    }
+
+    #[test]
+    fn debug_leaves_the_hold_token_out() {
+        let token = "0123456789abcdef0123456789abcdef";
+        let hold = ReentrantHold::new("p:quorlock:reentrant:r", &LockOwner::from("worker-7"), token);
+        let shown = format!("{hold:?}");
+        assert!(
+            shown.contains("p:quorlock:reentrant:r") && shown.contains("worker-7"),
+            "{shown}"
+        );
+        assert!(!shown.contains(token), "{shown}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 -- Shared by the fair lock's scripts, which are sent with this text in front of them.
--- KEYS[1] = the lock (a string holding the holder's ticket id), KEYS[2] = the queue (a sorted set of
--- ticket ids scored by ticket time), KEYS[3] = the heartbeat deadlines (a sorted set of ticket ids
--- scored by this master's time in ms after which the waiter counts as gone).
+-- KEYS[1] = the lock (a string holding the holder's random token, drawn for each acquisition),
+-- KEYS[2] = the queue (a sorted set of ticket ids scored by ticket time), KEYS[3] = the heartbeat
+-- deadlines (a sorted set of ticket ids scored by this master's time in ms after which the waiter
+-- counts as gone).
 
 -- This master's clock in milliseconds. Deadlines are only ever compared on the master that set them.
 local function now_ms()
