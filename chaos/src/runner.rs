@@ -25,7 +25,7 @@ use crate::json::Json;
 use crate::proxy::ProxyGroup;
 use crate::scenario::{Scenario, ScheduleParams};
 use crate::svg::{self, SvgOptions};
-use crate::workload::{self, WorkloadOptions, WorkloadStats};
+use crate::workload::{self, ClientMode, WorkloadOptions, WorkloadStats};
 
 /// Where the masters run.
 #[derive(Debug, Clone)]
@@ -57,10 +57,13 @@ pub struct RunOptions {
     pub backend: BackendChoice,
     /// Witness Redis URL; `None` starts a local one.
     pub witness_url: Option<String>,
+    /// Safe clients, or an unsafe negative control that must produce violations.
+    pub mode: ClientMode,
 }
 
 impl RunOptions {
-    /// Defaults: 30 s, 5 masters, 16 clients, 4 resources, TTL 2 s, seed 1, process backend.
+    /// Defaults: 30 s, 5 masters, 16 clients, 4 resources, TTL 2 s, seed 1, process backend,
+    /// safe clients.
     pub fn new(scenario: Scenario) -> RunOptions {
         RunOptions {
             scenario,
@@ -72,6 +75,7 @@ impl RunOptions {
             seed: 1,
             backend: BackendChoice::Process,
             witness_url: None,
+            mode: ClientMode::Safe,
         }
     }
 }
@@ -102,6 +106,10 @@ pub struct RunReport {
     pub run_end: Duration,
     /// Every lock operation.
     pub records: Vec<LockRecord>,
+    /// Successful acquisitions.
+    pub acquisitions: usize,
+    /// Successful acquisitions whose attempt or hold overlapped a fault window.
+    pub acquisitions_under_faults: usize,
     /// Every fault applied, the final heal included.
     pub applied: Vec<AppliedFault>,
     /// Labelled fault windows.
@@ -126,6 +134,24 @@ pub struct RunReport {
     pub reasons: Vec<String>,
 }
 
+/// A snapshot of a run in progress, for a live progress line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Time since the run started.
+    pub elapsed: Duration,
+    /// How long clients run.
+    pub duration: Duration,
+    /// Lock attempts finished so far.
+    pub attempts: usize,
+    /// Of those, successful acquisitions.
+    pub acquisitions: usize,
+    /// Faults applied so far.
+    pub faults: usize,
+}
+
+/// How often [`run_with_progress`] reports.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Masters plus what the run needs to reach them.
 struct Masters {
     backend: Box<dyn Backend>,
@@ -135,7 +161,23 @@ struct Masters {
 }
 
 /// Runs one scenario end to end.
+///
+/// # Errors
+/// When the options are invalid, or the masters, witness, proxies or clients cannot be
+/// started, or a fault cannot be injected.
 pub async fn run(opts: RunOptions) -> Result<RunReport, HarnessError> {
+    run_with_progress(opts, |_| {}).await
+}
+
+/// Runs one scenario end to end, calling `on_progress` every [`PROGRESS_INTERVAL`] while
+/// the clients run.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_with_progress(
+    opts: RunOptions,
+    mut on_progress: impl FnMut(Progress) + Send,
+) -> Result<RunReport, HarnessError> {
     validate(&opts)?;
     let scenario = opts.scenario;
     let masters = match &opts.backend {
@@ -172,7 +214,8 @@ pub async fn run(opts: RunOptions) -> Result<RunReport, HarnessError> {
     let wopts = WorkloadOptions {
         resources: opts.resources,
         ..wopts
-    };
+    }
+    .with_mode(opts.mode);
     let history = History::new(RunClock::new());
     let pauses = ClientPauses::new();
     let clock = history.clock();
@@ -185,8 +228,39 @@ pub async fn run(opts: RunOptions) -> Result<RunReport, HarnessError> {
         &pauses,
         opts.duration,
     );
-    let injector = inject(&schedule, &mut m, &proxies, &pauses, clock, opts.duration);
-    let (stats, applied) = tokio::join!(clients, injector);
+    let injected = std::sync::atomic::AtomicUsize::new(0);
+    let injector = inject(
+        &schedule,
+        &mut m,
+        &proxies,
+        &pauses,
+        clock,
+        opts.duration,
+        &injected,
+    );
+    let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    // Scoped so that the workload's borrow of the masters ends before the heal.
+    let (stats, applied) = {
+        let work = async { tokio::join!(clients, injector) };
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                done = &mut work => break done,
+                _ = tick.tick() => {
+                    let (attempts, acquisitions) = history.counts();
+                    on_progress(Progress {
+                        elapsed: clock.now(),
+                        duration: opts.duration,
+                        attempts,
+                        acquisitions,
+                        faults: injected.load(std::sync::atomic::Ordering::Relaxed),
+                    });
+                }
+            }
+        }
+    };
     let run_end = clock.now();
     let mut applied = applied?;
     let stats = stats?;
@@ -207,6 +281,8 @@ pub async fn run(opts: RunOptions) -> Result<RunReport, HarnessError> {
         history.push_fault(window.clone());
     }
     let overlaps = checker::overlaps(&records);
+    let acquisitions = records.iter().filter(|r| r.acquired.is_some()).count();
+    let acquisitions_under_faults = checker::acquisitions_during(&records, &fault_windows, run_end);
     let mut acquired_without_majority = Vec::new();
     let mut liveness = Liveness {
         attempts: 0,
@@ -242,6 +318,8 @@ pub async fn run(opts: RunOptions) -> Result<RunReport, HarnessError> {
         options: opts,
         run_end,
         records,
+        acquisitions,
+        acquisitions_under_faults,
         applied,
         fault_windows,
         overlaps,
@@ -382,11 +460,13 @@ async fn inject(
     pauses: &ClientPauses,
     clock: RunClock,
     until: Duration,
+    injected: &std::sync::atomic::AtomicUsize,
 ) -> Result<Vec<AppliedFault>, HarnessError> {
     let mut applied = Vec::with_capacity(schedule.len());
     for fault in schedule.iter().filter(|f| f.at < until) {
         tokio::time::sleep_until(tokio::time::Instant::from_std(clock.start() + fault.at)).await;
         applied.push(apply_now(&fault.action, m, proxies, pauses, clock).await?);
+        injected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     Ok(applied)
 }
@@ -502,7 +582,9 @@ async fn scan_lock_keys(
 pub fn judge(report: &mut RunReport) {
     let mut fail = Vec::new();
     let mut unsure = Vec::new();
-    let in_model = report.scenario.in_model;
+    let control = report.options.mode;
+    // A negative control is judged as strictly as an in-model run: its violations must show.
+    let in_model = report.scenario.in_model || control.is_unsafe();
     if !report.acquired_without_majority.is_empty() {
         fail.push(format!(
             "{} acquisitions succeeded while their client could not reach a majority",
@@ -519,7 +601,7 @@ pub fn judge(report: &mut RunReport) {
         }
         if report.lost_updates.lost > 0 {
             let msg = format!("{} witness increments were lost", report.lost_updates.lost);
-            if report.stats.late_writes == 0 {
+            if report.stats.late_writes == 0 || control.is_unsafe() {
                 fail.push(msg);
             } else {
                 unsure.push(format!(
@@ -533,6 +615,21 @@ pub fn judge(report: &mut RunReport) {
         }
         if report.stats.increments == 0 {
             unsure.push("no critical section completed, so the witness showed nothing".into());
+        }
+        if control.is_unsafe() {
+            if violations {
+                report.notes.push(format!(
+                    "negative control ({} clients): the checker detected {} overlaps and {} lost increments, as it must",
+                    control.name(),
+                    report.overlaps.len(),
+                    report.lost_updates.lost
+                ));
+            } else {
+                unsure.push(format!(
+                    "negative control ({} clients) showed no violation: the run was too short or too idle to expose the unsafe clients",
+                    control.name()
+                ));
+            }
         }
     } else if violations {
         report.notes.push(format!(
@@ -574,11 +671,15 @@ impl RunReport {
             o.ttl,
             self.run_end.as_secs_f64()
         );
-        let acquired = self.records.iter().filter(|r| r.acquired.is_some()).count();
+        if o.mode.is_unsafe() {
+            let _ = writeln!(s, "clients: {} (UNSAFE, a negative control)", o.mode.name());
+        }
         let _ = writeln!(
             s,
-            "operations: {} attempts, {acquired} acquired, {} increments ({} late), {} skipped, {} release failures",
+            "operations: {} attempts, {} acquired ({} under faults), {} increments ({} late), {} skipped, {} release failures",
             self.records.len(),
+            self.acquisitions,
+            self.acquisitions_under_faults,
             self.stats.increments,
             self.stats.late_writes,
             self.stats.skipped,
@@ -662,6 +763,19 @@ impl RunReport {
             ("scenario", Json::str(self.scenario.name)),
             ("in_model", Json::Bool(self.scenario.in_model)),
             ("seed", Json::uint(o.seed)),
+            ("clients_mode", Json::str(o.mode.name())),
+            ("acquisitions", Json::usize(self.acquisitions)),
+            (
+                "acquisitions_under_faults",
+                Json::usize(self.acquisitions_under_faults),
+            ),
+            (
+                "violations",
+                Json::usize(self.overlaps.len() + self.acquired_without_majority.len()),
+            ),
+            ("lost_updates", Json::uint(self.lost_updates.lost)),
+            ("success_rate_majority_up", Json::Num(self.liveness.success_rate)),
+            ("leaked_keys", Json::usize(self.leaks.len())),
             ("backend", Json::str(self.backend)),
             ("masters", Json::usize(self.masters)),
             ("clients", Json::usize(o.clients)),
@@ -811,6 +925,8 @@ mod tests {
             masters: 5,
             run_end: Duration::from_secs(10),
             records: Vec::new(),
+            acquisitions: 0,
+            acquisitions_under_faults: 0,
             applied: Vec::new(),
             fault_windows: Vec::new(),
             overlaps: Vec::new(),

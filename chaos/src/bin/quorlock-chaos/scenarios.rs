@@ -2,15 +2,18 @@
 //! redis-server masters (or docker compose services) and print its report.
 //!
 //! `run` exits with 0 on pass or inconclusive, 1 when a required property failed, 2 when the
-//! harness itself failed.
+//! harness itself failed. `--unsafe MODE` runs deliberately unsafe clients (a negative
+//! control): the checker must then find violations, so the expected exit code is 1.
+//! While it runs, a progress line goes to stderr.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::ValueEnum;
-use quorlock_chaos::runner::{self, BackendChoice, RunOptions, Verdict};
+use quorlock_chaos::runner::{self, BackendChoice, Progress, RunOptions, Verdict};
+use quorlock_chaos::workload::ClientMode;
 use quorlock_chaos::{scenario, ComposeOptions, SCENARIOS};
 
 /// Arguments of `run`.
@@ -52,6 +55,46 @@ pub struct RunArgs {
     /// Witness Redis URL (a local redis-server is started if not given).
     #[arg(long)]
     witness: Option<String>,
+    /// Negative control: run deliberately unsafe clients; the checker must report violations.
+    #[arg(long = "unsafe", value_enum)]
+    unsafe_mode: Option<UnsafeArg>,
+    /// No progress line on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// The unsafe client behaviours `--unsafe` offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UnsafeArg {
+    /// Each client locks through a single master (a quorum of 1), clients spread over masters.
+    SingleMaster,
+    /// Clients hold for 2-3 TTLs and write without re-checking their validity.
+    IgnoreValidity,
+}
+
+impl From<UnsafeArg> for ClientMode {
+    fn from(arg: UnsafeArg) -> ClientMode {
+        match arg {
+            UnsafeArg::SingleMaster => ClientMode::SingleMaster,
+            UnsafeArg::IgnoreValidity => ClientMode::IgnoreValidity,
+        }
+    }
+}
+
+/// Every this often, a progress line when stderr is not a terminal (a terminal gets one
+/// line rewritten every second).
+const LOGGED_PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// Formats one progress line.
+fn progress_line(p: &Progress) -> String {
+    format!(
+        "{:>6.1}s / {:.0}s  {} attempts, {} acquired, {} faults applied",
+        p.elapsed.as_secs_f64(),
+        p.duration.as_secs_f64(),
+        p.attempts,
+        p.acquisitions,
+        p.faults
+    )
 }
 
 /// Where `run` starts the masters.
@@ -120,8 +163,40 @@ pub async fn run(args: RunArgs) -> ExitCode {
         seed: args.seed.unwrap_or_else(rand::random),
         backend,
         witness_url: args.witness,
+        mode: args.unsafe_mode.map_or(ClientMode::Safe, ClientMode::from),
     };
-    let report = match runner::run(opts).await {
+    let _ = writeln!(
+        err,
+        "running {} with seed {}{}",
+        opts.scenario.name,
+        opts.seed,
+        if opts.mode.is_unsafe() {
+            format!(" and UNSAFE {} clients", opts.mode.name())
+        } else {
+            String::new()
+        }
+    );
+    drop(err);
+    let terminal = std::io::stderr().is_terminal();
+    let mut last_logged = Duration::ZERO;
+    let on_progress = move |p: Progress| {
+        if args.quiet {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        if terminal {
+            let _ = write!(err, "\r{}\x1b[K", progress_line(&p));
+        } else if p.elapsed >= last_logged + LOGGED_PROGRESS_EVERY {
+            last_logged = p.elapsed;
+            let _ = writeln!(err, "{}", progress_line(&p));
+        }
+    };
+    let outcome = runner::run_with_progress(opts, on_progress).await;
+    let mut err = std::io::stderr().lock();
+    if terminal && !args.quiet {
+        let _ = writeln!(err);
+    }
+    let report = match outcome {
         Ok(report) => report,
         Err(e) => {
             let _ = writeln!(err, "error: {e}");
