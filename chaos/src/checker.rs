@@ -339,7 +339,10 @@ mod tests {
             failed,         // never acquired
         ];
         let end = Duration::from_secs(1);
-        assert_eq!(acquisitions_during(&records, std::slice::from_ref(&window), end), 3);
+        assert_eq!(
+            acquisitions_during(&records, std::slice::from_ref(&window), end),
+            3
+        );
         assert_eq!(acquisitions_during(&records, &[], end), 0);
         let instant = FaultWindow {
             start: Duration::from_millis(20),

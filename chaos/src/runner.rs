@@ -743,6 +743,37 @@ impl RunReport {
         s
     }
 
+    /// The header of the results table (Markdown) whose rows are [`RunReport::table_row`].
+    pub fn table_header() -> String {
+        [
+            "| scenario | model | seed | duration | acquisitions | under faults | violations | lost updates | leaked keys | success (majority up) | verdict |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        .join("\n")
+    }
+
+    /// This run as one row of the results table.
+    pub fn table_row(&self) -> String {
+        let model = match (self.scenario.in_model, self.options.mode.is_unsafe()) {
+            (_, true) => format!("unsafe {}", self.options.mode.name()),
+            (true, false) => "in".to_string(),
+            (false, false) => "out".to_string(),
+        };
+        format!(
+            "| {} | {model} | {} | {:.0}s | {} | {} | {} | {} | {} | {:.1}% | {} |",
+            self.scenario.name,
+            self.options.seed,
+            self.options.duration.as_secs_f64(),
+            self.acquisitions,
+            self.acquisitions_under_faults,
+            self.overlaps.len() + self.acquired_without_majority.len(),
+            self.lost_updates.lost,
+            self.leaks.len(),
+            self.liveness.success_rate * 100.0,
+            format!("{:?}", self.verdict).to_lowercase()
+        )
+    }
+
     /// The report as JSON.
     pub fn to_json(&self) -> Json {
         let o = &self.options;
@@ -1021,6 +1052,15 @@ mod tests {
         assert!(json.starts_with("{\"scenario\":\"none\""), "{json}");
         assert!(json.contains("\"verdict\":\"pass\""));
         assert!(r.svg().contains("class=\"hold\""));
+        let row = r.table_row();
+        assert!(row.starts_with("| none | in | 1 | 30s | 0 |"), "{row}");
+        assert!(row.ends_with("| pass |"), "{row}");
+        let columns = |line: &str| line.matches('|').count();
+        let header = RunReport::table_header();
+        assert!(
+            header.lines().all(|line| columns(line) == columns(&row)),
+            "{header}"
+        );
     }
 
     #[test]
