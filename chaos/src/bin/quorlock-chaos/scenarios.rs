@@ -1,6 +1,6 @@
 //! The `list` and `run` subcommands: list the named scenarios, or run one (or several in
 //! turn) against local redis-server masters (or docker compose services) and print the
-//! reports, plus a results table after several.
+//! reports and a results table.
 //!
 //! `run` exits with 0 on pass or inconclusive, 1 when a required property failed (in any
 //! of the scenarios run), 2 when the
@@ -172,7 +172,7 @@ fn svg_path(path: &Path, scenario: &str, several: bool) -> PathBuf {
 }
 
 /// `run`: each selected scenario in turn, its report on stdout (text or one JSON object per
-/// line), optionally an SVG file each; after several, a results table.
+/// line), optionally an SVG file each; then (without `--json`) a results table.
 pub async fn run(args: RunArgs) -> ExitCode {
     let scenarios = match select_scenarios(&args.scenario) {
         Ok(s) => s,
@@ -194,7 +194,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
             Err(code) => return code,
         }
     }
-    if several && !args.json {
+    if !args.json {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "\n{}", RunReport::table_header());
         for row in &rows {
