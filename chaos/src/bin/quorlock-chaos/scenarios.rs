@@ -196,7 +196,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
     }
     if !args.json {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "\n{}", RunReport::table_header());
+        let _ = writeln!(out, "{}", RunReport::table_header());
         for row in &rows {
             let _ = writeln!(out, "{row}");
         }
