@@ -108,7 +108,8 @@ pub struct RunReport {
     pub records: Vec<LockRecord>,
     /// Successful acquisitions.
     pub acquisitions: usize,
-    /// Successful acquisitions whose attempt or hold overlapped a fault window.
+    /// Successful acquisitions whose attempt or hold overlapped a fault while it was active
+    /// (a restart: while it took place).
     pub acquisitions_under_faults: usize,
     /// Every fault applied, the final heal included.
     pub applied: Vec<AppliedFault>,
@@ -282,7 +283,8 @@ pub async fn run_with_progress(
     }
     let overlaps = checker::overlaps(&records);
     let acquisitions = records.iter().filter(|r| r.acquired.is_some()).count();
-    let acquisitions_under_faults = checker::acquisitions_during(&records, &fault_windows, run_end);
+    let spans = availability::fault_spans(&applied, run_end);
+    let acquisitions_under_faults = checker::acquisitions_during(&records, &spans, run_end);
     let mut acquired_without_majority = Vec::new();
     let mut liveness = Liveness {
         attempts: 0,
