@@ -1020,6 +1020,32 @@ mod tests {
     }
 
     #[test]
+    fn a_negative_control_fails_when_caught_and_is_inconclusive_when_not() {
+        let mut r = report("none");
+        r.options.mode = ClientMode::IgnoreValidity;
+        judge(&mut r);
+        assert_eq!(r.verdict, Verdict::Inconclusive);
+        assert!(r.reasons[0].contains("showed no violation"), "{:?}", r.reasons);
+
+        // Late writes excuse nothing here: they are what the unsafe clients do.
+        let mut r = report("none");
+        r.options.mode = ClientMode::IgnoreValidity;
+        r.lost_updates = checker::lost_updates(10, 7);
+        r.stats.late_writes = 10;
+        judge(&mut r);
+        assert_eq!(r.verdict, Verdict::Fail, "{:?}", r.reasons);
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("3 lost increments, as it must")),
+            "{:?}",
+            r.notes
+        );
+        assert!(r.summary().contains("UNSAFE"));
+        assert!(r.table_row().contains("| unsafe ignore-validity |"));
+    }
+
+    #[test]
     fn an_acquisition_without_majority_fails_any_scenario() {
         let mut r = report("clock-jump");
         r.acquired_without_majority = vec![hold(0, 10, 20)];
