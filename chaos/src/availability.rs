@@ -148,9 +148,20 @@ pub fn heals(down: &[(Duration, Duration)], run_end: Duration) -> Vec<Duration> 
 }
 
 /// Labelled windows for the timeline: each fault from when it was applied until the action
-/// that undoes it (or the run end); one-shot actions get a short mark.
+/// that undoes it (or the run end); one-shot actions get a short mark (1/200 of the run)
+/// so that they stay visible.
 pub fn fault_windows(applied: &[AppliedFault], run_end: Duration) -> Vec<FaultWindow> {
-    let mark = (run_end / 200).max(Duration::from_millis(1));
+    windows_with_mark(applied, run_end, (run_end / 200).max(Duration::from_millis(1)))
+}
+
+/// The same windows as [`fault_windows`], but one-shot actions (a restart, a clock jump)
+/// last only as long as they took to apply: the spans during which a fault was really
+/// active, for counting what happened under faults.
+pub fn fault_spans(applied: &[AppliedFault], run_end: Duration) -> Vec<FaultWindow> {
+    windows_with_mark(applied, run_end, Duration::ZERO)
+}
+
+fn windows_with_mark(applied: &[AppliedFault], run_end: Duration, mark: Duration) -> Vec<FaultWindow> {
     let mut windows = Vec::new();
     for (i, f) in applied.iter().enumerate() {
         let undone_by = |later: &AppliedFault| match (&f.action, &later.action) {
@@ -302,5 +313,9 @@ mod tests {
                 (s(7), s(7) + Duration::from_millis(50), "restart m3 (wipe)"),
             ]
         );
+        // For counting, the restart lasts only as long as it took (here: no time at all).
+        let spans = fault_spans(&applied, s(10));
+        assert_eq!(spans[..3], windows[..3]);
+        assert_eq!((spans[3].start, spans[3].end), (s(7), s(7)));
     }
 }

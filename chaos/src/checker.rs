@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::history::LockRecord;
+use crate::history::{FaultWindow, LockRecord};
 
 /// Two holders of one resource whose safe intervals overlap: a mutual-exclusion violation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +70,20 @@ pub fn acquisitions_within(records: &[LockRecord], windows: &[(Duration, Duratio
         })
         .cloned()
         .collect()
+}
+
+/// How many successful acquisitions ran while a fault was active: the record's span from
+/// invocation to the end of its hold (release, else validity end, else `run_end`) meets a
+/// window. Touching endpoints count, so instantaneous faults (a clock jump) are not missed.
+pub fn acquisitions_during(records: &[LockRecord], windows: &[FaultWindow], run_end: Duration) -> usize {
+    records
+        .iter()
+        .filter(|r| r.acquired.is_some())
+        .filter(|r| {
+            let end = r.released.or(r.validity_end).unwrap_or(run_end).max(r.invoked);
+            windows.iter().any(|w| r.invoked <= w.end && w.start <= end)
+        })
+        .count()
 }
 
 /// The read-modify-write witness: increments done under the lock versus the counter's value.
@@ -300,6 +314,42 @@ mod tests {
         );
         assert_eq!(lost_updates(5, 6).lost, 0);
         assert_eq!(lost_updates(5, 6).unaccounted, 1);
+    }
+
+    #[test]
+    fn acquisitions_during_faults_count_spans_meeting_a_window() {
+        let window = FaultWindow {
+            start: Duration::from_millis(100),
+            end: Duration::from_millis(200),
+            label: "kill m0".into(),
+        };
+        let held = |from: u64, to: u64| {
+            let mut r = LockRecord::invoked(0, "r0", Duration::from_millis(from));
+            r.acquired = Some(Duration::from_millis(from + 1));
+            r.released = Some(Duration::from_millis(to));
+            r
+        };
+        let failed = LockRecord::invoked(1, "r0", Duration::from_millis(150));
+        let records = vec![
+            held(0, 50),    // before
+            held(50, 120),  // runs into the window
+            held(150, 160), // inside
+            held(190, 300), // starts inside
+            held(201, 300), // after
+            failed,         // never acquired
+        ];
+        let end = Duration::from_secs(1);
+        assert_eq!(
+            acquisitions_during(&records, std::slice::from_ref(&window), end),
+            3
+        );
+        assert_eq!(acquisitions_during(&records, &[], end), 0);
+        let instant = FaultWindow {
+            start: Duration::from_millis(20),
+            end: Duration::from_millis(20),
+            label: "clock m1 +4000ms".into(),
+        };
+        assert_eq!(acquisitions_during(&records, &[instant], end), 1);
     }
 
     #[test]

@@ -158,6 +158,13 @@ impl History {
         self.lock().faults.clone()
     }
 
+    /// Lock attempts recorded so far and how many of them acquired (cheap: no copy).
+    pub fn counts(&self) -> (usize, usize) {
+        let log = self.lock();
+        let acquired = log.records.iter().filter(|r| r.acquired.is_some()).count();
+        (log.records.len(), acquired)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
         // A panicking client must not hide the rest of the history.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())

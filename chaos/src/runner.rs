@@ -25,7 +25,7 @@ use crate::json::Json;
 use crate::proxy::ProxyGroup;
 use crate::scenario::{Scenario, ScheduleParams};
 use crate::svg::{self, SvgOptions};
-use crate::workload::{self, WorkloadOptions, WorkloadStats};
+use crate::workload::{self, ClientMode, WorkloadOptions, WorkloadStats};
 
 /// Where the masters run.
 #[derive(Debug, Clone)]
@@ -57,10 +57,13 @@ pub struct RunOptions {
     pub backend: BackendChoice,
     /// Witness Redis URL; `None` starts a local one.
     pub witness_url: Option<String>,
+    /// Safe clients, or an unsafe negative control that must produce violations.
+    pub mode: ClientMode,
 }
 
 impl RunOptions {
-    /// Defaults: 30 s, 5 masters, 16 clients, 4 resources, TTL 2 s, seed 1, process backend.
+    /// Defaults: 30 s, 5 masters, 16 clients, 4 resources, TTL 2 s, seed 1, process backend,
+    /// safe clients.
     pub fn new(scenario: Scenario) -> RunOptions {
         RunOptions {
             scenario,
@@ -72,6 +75,7 @@ impl RunOptions {
             seed: 1,
             backend: BackendChoice::Process,
             witness_url: None,
+            mode: ClientMode::Safe,
         }
     }
 }
@@ -102,6 +106,11 @@ pub struct RunReport {
     pub run_end: Duration,
     /// Every lock operation.
     pub records: Vec<LockRecord>,
+    /// Successful acquisitions.
+    pub acquisitions: usize,
+    /// Successful acquisitions whose attempt or hold overlapped a fault while it was active
+    /// (a restart: while it took place).
+    pub acquisitions_under_faults: usize,
     /// Every fault applied, the final heal included.
     pub applied: Vec<AppliedFault>,
     /// Labelled fault windows.
@@ -126,6 +135,24 @@ pub struct RunReport {
     pub reasons: Vec<String>,
 }
 
+/// A snapshot of a run in progress, for a live progress line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Time since the run started.
+    pub elapsed: Duration,
+    /// How long clients run.
+    pub duration: Duration,
+    /// Lock attempts finished so far.
+    pub attempts: usize,
+    /// Of those, successful acquisitions.
+    pub acquisitions: usize,
+    /// Faults applied so far.
+    pub faults: usize,
+}
+
+/// How often [`run_with_progress`] reports.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Masters plus what the run needs to reach them.
 struct Masters {
     backend: Box<dyn Backend>,
@@ -135,7 +162,23 @@ struct Masters {
 }
 
 /// Runs one scenario end to end.
+///
+/// # Errors
+/// When the options are invalid, or the masters, witness, proxies or clients cannot be
+/// started, or a fault cannot be injected.
 pub async fn run(opts: RunOptions) -> Result<RunReport, HarnessError> {
+    run_with_progress(opts, |_| {}).await
+}
+
+/// Runs one scenario end to end, calling `on_progress` every [`PROGRESS_INTERVAL`] while
+/// the clients run.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_with_progress(
+    opts: RunOptions,
+    mut on_progress: impl FnMut(Progress) + Send,
+) -> Result<RunReport, HarnessError> {
     validate(&opts)?;
     let scenario = opts.scenario;
     let masters = match &opts.backend {
@@ -172,7 +215,8 @@ pub async fn run(opts: RunOptions) -> Result<RunReport, HarnessError> {
     let wopts = WorkloadOptions {
         resources: opts.resources,
         ..wopts
-    };
+    }
+    .with_mode(opts.mode);
     let history = History::new(RunClock::new());
     let pauses = ClientPauses::new();
     let clock = history.clock();
@@ -185,8 +229,39 @@ pub async fn run(opts: RunOptions) -> Result<RunReport, HarnessError> {
         &pauses,
         opts.duration,
     );
-    let injector = inject(&schedule, &mut m, &proxies, &pauses, clock, opts.duration);
-    let (stats, applied) = tokio::join!(clients, injector);
+    let injected = std::sync::atomic::AtomicUsize::new(0);
+    let injector = inject(
+        &schedule,
+        &mut m,
+        &proxies,
+        &pauses,
+        clock,
+        opts.duration,
+        &injected,
+    );
+    let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    // Scoped so that the workload's borrow of the masters ends before the heal.
+    let (stats, applied) = {
+        let work = async { tokio::join!(clients, injector) };
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                done = &mut work => break done,
+                _ = tick.tick() => {
+                    let (attempts, acquisitions) = history.counts();
+                    on_progress(Progress {
+                        elapsed: clock.now(),
+                        duration: opts.duration,
+                        attempts,
+                        acquisitions,
+                        faults: injected.load(std::sync::atomic::Ordering::Relaxed),
+                    });
+                }
+            }
+        }
+    };
     let run_end = clock.now();
     let mut applied = applied?;
     let stats = stats?;
@@ -207,6 +282,9 @@ pub async fn run(opts: RunOptions) -> Result<RunReport, HarnessError> {
         history.push_fault(window.clone());
     }
     let overlaps = checker::overlaps(&records);
+    let acquisitions = records.iter().filter(|r| r.acquired.is_some()).count();
+    let spans = availability::fault_spans(&applied, run_end);
+    let acquisitions_under_faults = checker::acquisitions_during(&records, &spans, run_end);
     let mut acquired_without_majority = Vec::new();
     let mut liveness = Liveness {
         attempts: 0,
@@ -242,6 +320,8 @@ pub async fn run(opts: RunOptions) -> Result<RunReport, HarnessError> {
         options: opts,
         run_end,
         records,
+        acquisitions,
+        acquisitions_under_faults,
         applied,
         fault_windows,
         overlaps,
@@ -382,11 +462,13 @@ async fn inject(
     pauses: &ClientPauses,
     clock: RunClock,
     until: Duration,
+    injected: &std::sync::atomic::AtomicUsize,
 ) -> Result<Vec<AppliedFault>, HarnessError> {
     let mut applied = Vec::with_capacity(schedule.len());
     for fault in schedule.iter().filter(|f| f.at < until) {
         tokio::time::sleep_until(tokio::time::Instant::from_std(clock.start() + fault.at)).await;
         applied.push(apply_now(&fault.action, m, proxies, pauses, clock).await?);
+        injected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     Ok(applied)
 }
@@ -502,7 +584,9 @@ async fn scan_lock_keys(
 pub fn judge(report: &mut RunReport) {
     let mut fail = Vec::new();
     let mut unsure = Vec::new();
-    let in_model = report.scenario.in_model;
+    let control = report.options.mode;
+    // A negative control is judged as strictly as an in-model run: its violations must show.
+    let in_model = report.scenario.in_model || control.is_unsafe();
     if !report.acquired_without_majority.is_empty() {
         fail.push(format!(
             "{} acquisitions succeeded while their client could not reach a majority",
@@ -519,7 +603,7 @@ pub fn judge(report: &mut RunReport) {
         }
         if report.lost_updates.lost > 0 {
             let msg = format!("{} witness increments were lost", report.lost_updates.lost);
-            if report.stats.late_writes == 0 {
+            if report.stats.late_writes == 0 || control.is_unsafe() {
                 fail.push(msg);
             } else {
                 unsure.push(format!(
@@ -533,6 +617,21 @@ pub fn judge(report: &mut RunReport) {
         }
         if report.stats.increments == 0 {
             unsure.push("no critical section completed, so the witness showed nothing".into());
+        }
+        if control.is_unsafe() {
+            if violations {
+                report.notes.push(format!(
+                    "negative control ({} clients): the checker detected {} overlaps and {} lost increments, as it must",
+                    control.name(),
+                    report.overlaps.len(),
+                    report.lost_updates.lost
+                ));
+            } else {
+                unsure.push(format!(
+                    "negative control ({} clients) showed no violation: the run was too short or too idle to expose the unsafe clients",
+                    control.name()
+                ));
+            }
         }
     } else if violations {
         report.notes.push(format!(
@@ -574,11 +673,15 @@ impl RunReport {
             o.ttl,
             self.run_end.as_secs_f64()
         );
-        let acquired = self.records.iter().filter(|r| r.acquired.is_some()).count();
+        if o.mode.is_unsafe() {
+            let _ = writeln!(s, "clients: {} (UNSAFE, a negative control)", o.mode.name());
+        }
         let _ = writeln!(
             s,
-            "operations: {} attempts, {acquired} acquired, {} increments ({} late), {} skipped, {} release failures",
+            "operations: {} attempts, {} acquired ({} under faults), {} increments ({} late), {} skipped, {} release failures",
             self.records.len(),
+            self.acquisitions,
+            self.acquisitions_under_faults,
             self.stats.increments,
             self.stats.late_writes,
             self.stats.skipped,
@@ -642,6 +745,37 @@ impl RunReport {
         s
     }
 
+    /// The header of the results table (Markdown) whose rows are [`RunReport::table_row`].
+    pub fn table_header() -> String {
+        [
+            "| scenario | model | seed | duration | acquisitions | under faults | violations | lost updates | leaked keys | success (majority up) | verdict |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        .join("\n")
+    }
+
+    /// This run as one row of the results table.
+    pub fn table_row(&self) -> String {
+        let model = match (self.scenario.in_model, self.options.mode.is_unsafe()) {
+            (_, true) => format!("unsafe {}", self.options.mode.name()),
+            (true, false) => "in".to_string(),
+            (false, false) => "out".to_string(),
+        };
+        format!(
+            "| {} | {model} | {} | {:.0}s | {} | {} | {} | {} | {} | {:.1}% | {} |",
+            self.scenario.name,
+            self.options.seed,
+            self.options.duration.as_secs_f64(),
+            self.acquisitions,
+            self.acquisitions_under_faults,
+            self.overlaps.len() + self.acquired_without_majority.len(),
+            self.lost_updates.lost,
+            self.leaks.len(),
+            self.liveness.success_rate * 100.0,
+            format!("{:?}", self.verdict).to_lowercase()
+        )
+    }
+
     /// The report as JSON.
     pub fn to_json(&self) -> Json {
         let o = &self.options;
@@ -662,6 +796,19 @@ impl RunReport {
             ("scenario", Json::str(self.scenario.name)),
             ("in_model", Json::Bool(self.scenario.in_model)),
             ("seed", Json::uint(o.seed)),
+            ("clients_mode", Json::str(o.mode.name())),
+            ("acquisitions", Json::usize(self.acquisitions)),
+            (
+                "acquisitions_under_faults",
+                Json::usize(self.acquisitions_under_faults),
+            ),
+            (
+                "violations",
+                Json::usize(self.overlaps.len() + self.acquired_without_majority.len()),
+            ),
+            ("lost_updates", Json::uint(self.lost_updates.lost)),
+            ("success_rate_majority_up", Json::Num(self.liveness.success_rate)),
+            ("leaked_keys", Json::usize(self.leaks.len())),
             ("backend", Json::str(self.backend)),
             ("masters", Json::usize(self.masters)),
             ("clients", Json::usize(o.clients)),
@@ -811,6 +958,8 @@ mod tests {
             masters: 5,
             run_end: Duration::from_secs(10),
             records: Vec::new(),
+            acquisitions: 0,
+            acquisitions_under_faults: 0,
             applied: Vec::new(),
             fault_windows: Vec::new(),
             overlaps: Vec::new(),
@@ -871,6 +1020,32 @@ mod tests {
     }
 
     #[test]
+    fn a_negative_control_fails_when_caught_and_is_inconclusive_when_not() {
+        let mut r = report("none");
+        r.options.mode = ClientMode::IgnoreValidity;
+        judge(&mut r);
+        assert_eq!(r.verdict, Verdict::Inconclusive);
+        assert!(r.reasons[0].contains("showed no violation"), "{:?}", r.reasons);
+
+        // Late writes excuse nothing here: they are what the unsafe clients do.
+        let mut r = report("none");
+        r.options.mode = ClientMode::IgnoreValidity;
+        r.lost_updates = checker::lost_updates(10, 7);
+        r.stats.late_writes = 10;
+        judge(&mut r);
+        assert_eq!(r.verdict, Verdict::Fail, "{:?}", r.reasons);
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("3 lost increments, as it must")),
+            "{:?}",
+            r.notes
+        );
+        assert!(r.summary().contains("UNSAFE"));
+        assert!(r.table_row().contains("| unsafe ignore-validity |"));
+    }
+
+    #[test]
     fn an_acquisition_without_majority_fails_any_scenario() {
         let mut r = report("clock-jump");
         r.acquired_without_majority = vec![hold(0, 10, 20)];
@@ -905,6 +1080,15 @@ mod tests {
         assert!(json.starts_with("{\"scenario\":\"none\""), "{json}");
         assert!(json.contains("\"verdict\":\"pass\""));
         assert!(r.svg().contains("class=\"hold\""));
+        let row = r.table_row();
+        assert!(row.starts_with("| none | in | 1 | 30s | 0 |"), "{row}");
+        assert!(row.ends_with("| pass |"), "{row}");
+        let columns = |line: &str| line.matches('|').count();
+        let header = RunReport::table_header();
+        assert!(
+            header.lines().all(|line| columns(line) == columns(&row)),
+            "{header}"
+        );
     }
 
     #[test]

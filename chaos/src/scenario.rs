@@ -86,7 +86,7 @@ pub const SCENARIOS: [Scenario; 13] = [
         kind: ScenarioKind::PauseMinorityLong,
         name: "pause-minority-long",
         in_model: true,
-        summary: "SIGSTOP a minority for two TTLs",
+        summary: "SIGSTOP a minority for two TTLs, repeatedly",
     },
     Scenario {
         kind: ScenarioKind::RestartMinorityKeep,
@@ -104,7 +104,7 @@ pub const SCENARIOS: [Scenario; 13] = [
         kind: ScenarioKind::RestartMinorityWipeDelayed,
         name: "restart-minority-wipe-delayed",
         in_model: true,
-        summary: "kill a minority, wipe it, restart it only after more than a TTL",
+        summary: "kill a minority, wipe it, restart it only after 1.5 TTLs, repeatedly",
     },
     Scenario {
         kind: ScenarioKind::Latency,
@@ -230,13 +230,22 @@ impl Scenario {
                 }
             }
             ScenarioKind::PauseMinorityLong => {
-                let set = rng.pick(n, minority);
-                let start = frac(0.2);
-                for &m in &set {
-                    push(start, FaultAction::Pause(m));
-                }
-                for &m in &set {
-                    push(start + ttl * 2, FaultAction::Resume(m));
+                // At least one cycle; long runs repeat it (a fresh minority each time) so that
+                // most of the run is spent with a minority stalled.
+                let pause = ttl * 2;
+                let mut t = frac(0.2);
+                loop {
+                    let set = rng.pick(n, minority);
+                    for &m in &set {
+                        push(t, FaultAction::Pause(m));
+                    }
+                    for &m in &set {
+                        push(t + pause, FaultAction::Resume(m));
+                    }
+                    t += pause + ttl / 2 + rng.jitter(ttl / 2);
+                    if t + pause >= frac(0.8) {
+                        break;
+                    }
                 }
             }
             ScenarioKind::RestartMinorityKeep | ScenarioKind::RestartMinorityWipeImmediate => {
@@ -258,14 +267,22 @@ impl Scenario {
                 }
             }
             ScenarioKind::RestartMinorityWipeDelayed => {
-                let set = rng.pick(n, minority);
-                let kill = frac(0.2);
-                let restart = kill + ttl + ttl / 2;
-                for &m in &set {
-                    push(kill, FaultAction::Kill(m));
-                }
-                for &m in &set {
-                    push(restart, FaultAction::Restart(m, DataMode::Wipe));
+                // At least one cycle; long runs repeat it with a fresh minority each time.
+                // Cycles never overlap, so at most a minority is ever down.
+                let down = ttl + ttl / 2;
+                let mut kill = frac(0.2);
+                loop {
+                    let set = rng.pick(n, minority);
+                    for &m in &set {
+                        push(kill, FaultAction::Kill(m));
+                    }
+                    for &m in &set {
+                        push(kill + down, FaultAction::Restart(m, DataMode::Wipe));
+                    }
+                    kill += down + ttl / 2 + rng.jitter(ttl / 2);
+                    if kill + down >= frac(0.8) {
+                        break;
+                    }
                 }
             }
             ScenarioKind::Latency => {
@@ -520,6 +537,34 @@ mod tests {
             .schedule(&p)
             .iter()
             .all(|f| matches!(f.action, FaultAction::Restart(_, DataMode::Wipe))));
+    }
+
+    #[test]
+    fn long_runs_repeat_minority_cycles_without_ever_downing_a_majority() {
+        let p = ScheduleParams {
+            duration: Duration::from_secs(600),
+            ..params(21)
+        };
+        for name in ["pause-minority-long", "restart-minority-wipe-delayed"] {
+            let schedule = find(name).unwrap().schedule(&p);
+            let mut down = std::collections::BTreeSet::new();
+            let mut cycles = 0;
+            for f in &schedule {
+                match f.action {
+                    FaultAction::Kill(m) | FaultAction::Pause(m) => {
+                        down.insert(m);
+                        cycles += 1;
+                    }
+                    FaultAction::Restart(m, _) | FaultAction::Resume(m) => {
+                        down.remove(&m);
+                    }
+                    _ => {}
+                }
+                assert!(down.len() <= 2, "{name}: {down:?} down at {:?}", f.at);
+            }
+            assert!(down.is_empty(), "{name} leaves {down:?} down");
+            assert!(cycles >= 100, "{name}: only {cycles} faults in 10 minutes");
+        }
     }
 
     #[test]

@@ -4,6 +4,9 @@
 //! The critical section is a read-modify-write of a per-resource counter on a separate,
 //! never-faulted witness Redis (read, sleep, write). If two clients were ever inside it at
 //! once, increments get lost, which the checker detects independently of the timestamps.
+//!
+//! Besides the correct client, two deliberately unsafe ones ([`ClientMode`]) exist as
+//! negative controls: they must make the checker report violations, proving it can fail.
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +29,37 @@ pub fn resource_name(i: usize) -> String {
     format!("r{i}")
 }
 
+/// How a client uses the lock: correctly, or in one of the unsafe ways the negative controls
+/// run to prove that the checker detects violations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ClientMode {
+    /// Lock through every master (majority quorum) and write only with validity left.
+    #[default]
+    Safe,
+    /// Unsafe: each client locks through one master only (a quorum of 1), client `c` through
+    /// master `c % masters`, so clients on different masters hold the same resource at once.
+    SingleMaster,
+    /// Unsafe: hold for two to three TTLs and write without re-checking validity, so the
+    /// lock expires under the writer and the next holder's increment is overwritten.
+    IgnoreValidity,
+}
+
+impl ClientMode {
+    /// Its name on the command line (`safe`, `single-master`, `ignore-validity`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientMode::Safe => "safe",
+            ClientMode::SingleMaster => "single-master",
+            ClientMode::IgnoreValidity => "ignore-validity",
+        }
+    }
+
+    /// `true` for the deliberately unsafe modes (negative controls).
+    pub fn is_unsafe(self) -> bool {
+        self != ClientMode::Safe
+    }
+}
+
 /// How the clients behave.
 #[derive(Debug, Clone)]
 pub struct WorkloadOptions {
@@ -45,11 +79,13 @@ pub struct WorkloadOptions {
     pub key_prefix: String,
     /// Seed of the clients' random choices.
     pub seed: u64,
+    /// Safe clients, or one of the unsafe negative controls.
+    pub mode: ClientMode,
 }
 
 impl WorkloadOptions {
     /// Defaults derived from the TTL: 4 resources, holds of TTL/40..TTL/8, node timeout
-    /// TTL/4, margin TTL/10.
+    /// TTL/4, margin TTL/10, safe clients.
     pub fn new(clients: usize, ttl: Duration, seed: u64) -> WorkloadOptions {
         WorkloadOptions {
             clients,
@@ -60,7 +96,18 @@ impl WorkloadOptions {
             margin: ttl / 10,
             key_prefix: "quorlock-chaos:".into(),
             seed,
+            mode: ClientMode::Safe,
         }
+    }
+
+    /// The same options for clients in `mode`; [`ClientMode::IgnoreValidity`] holds for two
+    /// to three TTLs, so every hold outlives its lock.
+    pub fn with_mode(self, mode: ClientMode) -> WorkloadOptions {
+        let hold = match mode {
+            ClientMode::IgnoreValidity => (self.ttl * 2, self.ttl * 3),
+            ClientMode::Safe | ClientMode::SingleMaster => self.hold,
+        };
+        WorkloadOptions { mode, hold, ..self }
     }
 }
 
@@ -104,7 +151,8 @@ struct Client {
 }
 
 /// Runs the clients until `until` (an offset on the history's clock); client `c` talks to
-/// the masters at `group_urls[c % group_urls.len()]`. In-flight operations finish first.
+/// the masters at `group_urls[c % group_urls.len()]` (in [`ClientMode::SingleMaster`], only
+/// to master `c % masters` among them). In-flight operations finish first.
 pub async fn run(
     opts: &WorkloadOptions,
     group_urls: &[Vec<String>],
@@ -124,8 +172,12 @@ pub async fn run(
     let mut clients = Vec::with_capacity(opts.clients);
     for id in 0..opts.clients {
         let urls = &group_urls[id % group_urls.len()];
+        let urls: Vec<String> = match opts.mode {
+            ClientMode::SingleMaster => urls.get(id % urls.len().max(1)).cloned().into_iter().collect(),
+            ClientMode::Safe | ClientMode::IgnoreValidity => urls.clone(),
+        };
         let locks = Quorlock::builder()
-            .nodes(urls.iter().cloned())
+            .nodes(urls)
             .node_timeout(opts.node_timeout)
             .connect_timeout(opts.node_timeout)
             .wait(opts.ttl)
@@ -182,7 +234,8 @@ impl Client {
             record.validity_end = Some(clock.offset(guard.valid_until()));
             record.token = guard.token().to_string();
             let hold = self.between(self.opts.hold.0, self.opts.hold.1);
-            if Instant::now() + hold + self.opts.margin < guard.valid_until() {
+            let checks_validity = self.opts.mode != ClientMode::IgnoreValidity;
+            if !checks_validity || Instant::now() + hold + self.opts.margin < guard.valid_until() {
                 self.critical_section(&resource, hold, guard.valid_until(), &mut stats)
                     .await;
             } else {
@@ -199,7 +252,7 @@ impl Client {
         stats
     }
 
-    /// Read, sleep, re-check validity, (maybe stall), write.
+    /// Read, sleep, re-check validity (unless ignoring it), (maybe stall), write.
     async fn critical_section(
         &mut self,
         resource: &str,
@@ -216,7 +269,8 @@ impl Client {
             }
         };
         tokio::time::sleep(hold).await;
-        if Instant::now() + self.opts.margin >= valid_until {
+        let checks_validity = self.opts.mode != ClientMode::IgnoreValidity;
+        if checks_validity && Instant::now() + self.opts.margin >= valid_until {
             stats.skipped += 1;
             return;
         }

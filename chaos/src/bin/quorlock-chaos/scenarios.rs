@@ -1,22 +1,28 @@
-//! The `list` and `run` subcommands: list the named scenarios, or run one against local
-//! redis-server masters (or docker compose services) and print its report.
+//! The `list` and `run` subcommands: list the named scenarios, or run one (or several in
+//! turn) against local redis-server masters (or docker compose services) and print the
+//! reports and a results table.
 //!
-//! `run` exits with 0 on pass or inconclusive, 1 when a required property failed, 2 when the
-//! harness itself failed.
+//! `run` exits with 0 on pass or inconclusive, 1 when a required property failed (in any
+//! of the scenarios run), 2 when the
+//! harness itself failed. `--unsafe MODE` runs deliberately unsafe clients (a negative
+//! control): the checker must then find violations, so the expected exit code is 1.
+//! While it runs, a progress line goes to stderr.
 
-use std::io::Write as _;
-use std::path::PathBuf;
+use std::io::{IsTerminal as _, Write as _};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::ValueEnum;
-use quorlock_chaos::runner::{self, BackendChoice, RunOptions, Verdict};
-use quorlock_chaos::{scenario, ComposeOptions, SCENARIOS};
+use quorlock_chaos::runner::{self, BackendChoice, Progress, RunOptions, RunReport, Verdict};
+use quorlock_chaos::workload::ClientMode;
+use quorlock_chaos::{scenario, ComposeOptions, Scenario, SCENARIOS};
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Scenario name (see `list`).
+    /// Scenario name (see `list`), a comma-separated list, or `all`, `in-model`,
+    /// `out-of-model` (run in turn with one seed, then a results table).
     #[arg(long)]
     scenario: String,
     /// How long clients run, e.g. 30s, 1500ms, 2m.
@@ -52,6 +58,46 @@ pub struct RunArgs {
     /// Witness Redis URL (a local redis-server is started if not given).
     #[arg(long)]
     witness: Option<String>,
+    /// Negative control: run deliberately unsafe clients; the checker must report violations.
+    #[arg(long = "unsafe", value_enum)]
+    unsafe_mode: Option<UnsafeArg>,
+    /// No progress line on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// The unsafe client behaviours `--unsafe` offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UnsafeArg {
+    /// Each client locks through a single master (a quorum of 1), clients spread over masters.
+    SingleMaster,
+    /// Clients hold for 2-3 TTLs and write without re-checking their validity.
+    IgnoreValidity,
+}
+
+impl From<UnsafeArg> for ClientMode {
+    fn from(arg: UnsafeArg) -> ClientMode {
+        match arg {
+            UnsafeArg::SingleMaster => ClientMode::SingleMaster,
+            UnsafeArg::IgnoreValidity => ClientMode::IgnoreValidity,
+        }
+    }
+}
+
+/// Every this often, a progress line when stderr is not a terminal (a terminal gets one
+/// line rewritten every second).
+const LOGGED_PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// Formats one progress line.
+fn progress_line(p: &Progress) -> String {
+    format!(
+        "{:>6.1}s / {:.0}s  {} attempts, {} acquired, {} faults applied",
+        p.elapsed.as_secs_f64(),
+        p.duration.as_secs_f64(),
+        p.attempts,
+        p.acquisitions,
+        p.faults
+    )
 }
 
 /// Where `run` starts the masters.
@@ -96,16 +142,79 @@ pub fn list() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `run`: one scenario, its report on stdout, optionally an SVG file.
+/// The scenarios `--scenario` names: one name, a comma-separated list, or `all`,
+/// `in-model`, `out-of-model`.
+fn select_scenarios(spec: &str) -> Result<Vec<Scenario>, String> {
+    let all = || SCENARIOS.iter().copied();
+    match spec {
+        "all" => Ok(all().collect()),
+        "in-model" => Ok(all().filter(|s| s.in_model).collect()),
+        "out-of-model" => Ok(all().filter(|s| !s.in_model).collect()),
+        list => list
+            .split(',')
+            .map(|name| scenario::find(name.trim()).copied().map_err(|e| e.to_string()))
+            .collect(),
+    }
+}
+
+/// `FILE.svg` for one scenario, `FILE-NAME.svg` for each of several.
+fn svg_path(path: &Path, scenario: &str, several: bool) -> PathBuf {
+    if !several {
+        return path.to_path_buf();
+    }
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "chaos".into(), |s| s.to_string_lossy());
+    let ext = path
+        .extension()
+        .map_or_else(|| "svg".into(), |e| e.to_string_lossy());
+    path.with_file_name(format!("{stem}-{scenario}.{ext}"))
+}
+
+/// `run`: each selected scenario in turn, its report on stdout (text or one JSON object per
+/// line), optionally an SVG file each; then (without `--json`) a results table.
 pub async fn run(args: RunArgs) -> ExitCode {
-    let mut err = std::io::stderr().lock();
-    let scenario = match scenario::find(&args.scenario) {
-        Ok(s) => *s,
+    let scenarios = match select_scenarios(&args.scenario) {
+        Ok(s) => s,
         Err(e) => {
-            let _ = writeln!(err, "error: {e}");
+            let _ = writeln!(std::io::stderr(), "error: {e}");
             return ExitCode::from(2);
         }
     };
+    let several = scenarios.len() > 1;
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let mut rows = Vec::new();
+    let mut failed = false;
+    for scenario in scenarios {
+        match run_one(&args, scenario, seed, several).await {
+            Ok(report) => {
+                failed |= report.verdict == Verdict::Fail;
+                rows.push(report.table_row());
+            }
+            Err(code) => return code,
+        }
+    }
+    if !args.json {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", RunReport::table_header());
+        for row in &rows {
+            let _ = writeln!(out, "{row}");
+        }
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// One scenario: run it with a progress line, write its SVG, print its report.
+async fn run_one(
+    args: &RunArgs,
+    scenario: Scenario,
+    seed: u64,
+    several: bool,
+) -> Result<RunReport, ExitCode> {
     let backend = match args.backend {
         BackendArg::Process => BackendChoice::Process,
         BackendArg::Compose => BackendChoice::Compose(Box::new(ComposeOptions::new(&args.compose_file))),
@@ -117,33 +226,63 @@ pub async fn run(args: RunArgs) -> ExitCode {
         clients: args.clients,
         resources: args.resources,
         ttl: args.ttl,
-        seed: args.seed.unwrap_or_else(rand::random),
+        seed,
         backend,
-        witness_url: args.witness,
+        witness_url: args.witness.clone(),
+        mode: args.unsafe_mode.map_or(ClientMode::Safe, ClientMode::from),
     };
-    let report = match runner::run(opts).await {
+    let _ = writeln!(
+        std::io::stderr(),
+        "running {} with seed {}{}",
+        opts.scenario.name,
+        opts.seed,
+        if opts.mode.is_unsafe() {
+            format!(" and UNSAFE {} clients", opts.mode.name())
+        } else {
+            String::new()
+        }
+    );
+    let terminal = std::io::stderr().is_terminal();
+    let quiet = args.quiet;
+    let mut last_logged = Duration::ZERO;
+    let on_progress = move |p: Progress| {
+        if quiet {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        if terminal {
+            let _ = write!(err, "\r{}\x1b[K", progress_line(&p));
+        } else if p.elapsed >= last_logged + LOGGED_PROGRESS_EVERY {
+            last_logged = p.elapsed;
+            let _ = writeln!(err, "{}", progress_line(&p));
+        }
+    };
+    let outcome = runner::run_with_progress(opts, on_progress).await;
+    let mut err = std::io::stderr().lock();
+    if terminal && !quiet {
+        let _ = writeln!(err);
+    }
+    let report = match outcome {
         Ok(report) => report,
         Err(e) => {
             let _ = writeln!(err, "error: {e}");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     };
     if let Some(path) = &args.svg {
-        if let Err(e) = std::fs::write(path, report.svg()) {
+        let path = svg_path(path, scenario.name, several);
+        if let Err(e) = std::fs::write(&path, report.svg()) {
             let _ = writeln!(err, "error: writing {}: {e}", path.display());
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     }
     let mut out = std::io::stdout().lock();
     let _ = if args.json {
         writeln!(out, "{}", report.to_json())
     } else {
-        write!(out, "{}", report.summary())
+        writeln!(out, "{}", report.summary())
     };
-    match report.verdict {
-        Verdict::Pass | Verdict::Inconclusive => ExitCode::SUCCESS,
-        Verdict::Fail => ExitCode::from(1),
-    }
+    Ok(report)
 }
 
 #[cfg(test)]
@@ -159,6 +298,24 @@ mod tests {
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
         assert!(parse_duration("3h").unwrap_err().contains("3h"));
         assert!(parse_duration("fast").is_err());
+    }
+
+    #[test]
+    fn scenario_sets_and_svg_names() {
+        let names =
+            |spec: &str| -> Vec<&str> { select_scenarios(spec).unwrap().iter().map(|s| s.name).collect() };
+        assert_eq!(names("latency"), vec!["latency"]);
+        assert_eq!(names("none, blackhole"), vec!["none", "blackhole"]);
+        assert_eq!(names("all").len(), SCENARIOS.len());
+        assert_eq!(names("in-model").len(), 10);
+        assert_eq!(
+            names("out-of-model"),
+            vec!["restart-minority-wipe-immediate", "clock-jump", "client-pause"]
+        );
+        assert!(select_scenarios("none,nope").unwrap_err().contains("nope"));
+        let p = Path::new("out/run.svg");
+        assert_eq!(svg_path(p, "latency", false), PathBuf::from("out/run.svg"));
+        assert_eq!(svg_path(p, "latency", true), PathBuf::from("out/run-latency.svg"));
     }
 
     #[derive(Debug, clap::Parser)]
