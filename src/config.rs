@@ -50,6 +50,10 @@ pub const DEFAULT_HEALTH_REFRESH: Duration = Duration::from_secs(30);
 /// Key of the fencing counter on every master (after the configured key prefix); one counter serves
 /// every resource.
 pub const FENCE_COUNTER_KEY: &str = "quorlock:fence:counter";
+/// Key of the fencing epoch on every master (after the configured key prefix): the master's `run_id`
+/// when its counter was last initialised or repaired. A master whose epoch is not its current
+/// `run_id` restarted since, and its counter is repaired before it votes in a fenced acquire.
+pub const FENCE_EPOCH_KEY: &str = "quorlock:fence:epoch";
 
 /// The checked configuration of a [`crate::Quorlock`].
 #[derive(Debug, Clone)]

@@ -28,7 +28,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use redis::Value;
 use tracing::{debug, field, info, instrument, warn, Span};
 
-use crate::config::FENCE_COUNTER_KEY;
+use crate::config::{FENCE_COUNTER_KEY, FENCE_EPOCH_KEY};
 use crate::coordinator::{new_token, ttl_millis, Inner, ReleaseOnDrop};
 use crate::core::fencing::{fencing_token, repair_target, AcquireReply, CounterRead, RepairTarget};
 use crate::core::{Decision, Failure, Tally, Timing, Vote};
@@ -126,9 +126,18 @@ fn check(inner: &Inner, resource: &str, ttl: std::time::Duration) -> Result<Timi
 
 /// The fencing counter key on every master.
 fn counter_key(inner: &Inner) -> String {
-    let mut key = String::with_capacity(inner.config.key_prefix.len() + FENCE_COUNTER_KEY.len());
+    prefixed(inner, FENCE_COUNTER_KEY)
+}
+
+/// The fencing epoch key on every master.
+fn epoch_key(inner: &Inner) -> String {
+    prefixed(inner, FENCE_EPOCH_KEY)
+}
+
+fn prefixed(inner: &Inner, name: &str) -> String {
+    let mut key = String::with_capacity(inner.config.key_prefix.len() + name.len());
     key.push_str(&inner.config.key_prefix);
-    key.push_str(FENCE_COUNTER_KEY);
+    key.push_str(name);
     key
 }
 
@@ -164,14 +173,21 @@ async fn acquire_on(
     if inner.health.needs_fence_repair(index) {
         return Err(NodeErrorKind::FenceRepair);
     }
+    // The master's epoch is checked against the run_id read on this very connection; without one
+    // (a check is under way) the vote could not be vouched for anyway.
+    let Some(run_id) = inner.health.verified_run_id(node) else {
+        return Err(NodeErrorKind::Unverified);
+    };
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(FENCE_ACQUIRE_SCRIPT)
-        .arg(2)
+        .arg(3)
         .arg(key)
         .arg(counter)
+        .arg(epoch_key(inner))
         .arg(token)
         .arg(ttl_ms)
-        .arg(inner.health.fence_floor(index));
+        .arg(inner.health.fence_floor(index))
+        .arg(run_id);
     let reply = match node.query(&cmd).await? {
         Value::Int(n) => AcquireReply::from_reply(n)
             .ok_or_else(|| NodeErrorKind::Protocol(format!("fenced acquire returned {n}")))?,
@@ -194,6 +210,15 @@ async fn acquire_on(
             Ok(())
         }
         AcquireReply::Held => Err(NodeErrorKind::Held),
+        AcquireReply::NewEpoch => {
+            info!(
+                node = index,
+                addr = node.addr(),
+                "fencing epoch is not the master's run_id (it restarted, or is new); its counter is repaired before it votes again"
+            );
+            inner.health.mark_fence_epoch(index);
+            Err(NodeErrorKind::FenceRepair)
+        }
         AcquireReply::Uninitialized | AcquireReply::Regressed => {
             warn!(
                 node = index,
@@ -354,41 +379,39 @@ async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Resul
     }
 }
 
-/// Repairs the masters whose fencing counter is missing or behind, where that is safe now; returns
-/// how many were repaired.
+/// Repairs the masters whose fencing counter is missing, behind, or not vouched for by their
+/// current epoch, where that is safe now; returns how many were repaired.
 ///
-/// A master is repaired once the grace has passed since it (re)started, to the largest counter read
-/// from a majority of the *other* masters with intact counters. If every master answers that it has
-/// no counter, no token was ever issued: they all start at zero.
+/// Every master's counter and epoch are read; only a counter whose epoch is the `run_id` this client
+/// verified for that master (and which is not itself waiting) is intact. A master whose epoch is
+/// stale is marked for repair on the way. A full repair waits until the grace has passed since the
+/// master (re)started, then raises it to the largest counter read from a majority of the *other*
+/// masters with intact counters. A master that restarted with `appendfsync always` lost nothing:
+/// it is raised at once to the largest intact counter read (if any), which only stamps its new
+/// epoch when it is already the highest. If every master answers that it has no counter, no token
+/// was ever issued: they all start at zero, each stamped with its epoch.
 pub(crate) async fn repair(inner: &Arc<Inner>) -> usize {
     let n = inner.nodes.len();
-    let waiting: Vec<usize> = (0..n).filter(|i| inner.health.needs_fence_repair(*i)).collect();
-    if waiting.is_empty() {
+    if !(0..n).any(|i| inner.health.needs_fence_repair(i)) {
         return 0;
     }
     let counter = counter_key(inner);
-    let mut get = redis::cmd("GET");
-    get.arg(&counter);
+    let epoch = epoch_key(inner);
+    let mut get = redis::cmd("MGET");
+    get.arg(&counter).arg(&epoch);
     let mut reads = vec![CounterRead::Unusable; n];
     let mut pending: FuturesUnordered<_> = inner
         .nodes
         .iter()
         .map(|node| {
             let get = &get;
-            async move { (node.index(), node.query(get).await) }
+            async move { (node, node.query(get).await) }
         })
         .collect();
-    while let Some((i, reply)) = pending.next().await {
+    while let Some((node, reply)) = pending.next().await {
+        let i = node.index();
         let read = match reply {
-            Ok(Value::Nil) => CounterRead::Absent,
-            Ok(_) if waiting.contains(&i) => CounterRead::Unusable,
-            Ok(Value::BulkString(bytes)) => {
-                match std::str::from_utf8(&bytes).ok().and_then(|s| s.parse().ok()) {
-                    Some(v) => CounterRead::Present(v),
-                    None => CounterRead::Unusable,
-                }
-            }
-            Ok(Value::Int(v)) => u64::try_from(v).map_or(CounterRead::Unusable, CounterRead::Present),
+            Ok(Value::Array(items)) => read_counter(inner, node, &items),
             _ => CounterRead::Unusable,
         };
         if let Some(slot) = reads.get_mut(i) {
@@ -396,31 +419,73 @@ pub(crate) async fn repair(inner: &Arc<Inner>) -> usize {
         }
     }
     drop(pending);
+    let waiting: Vec<usize> = (0..n).filter(|i| inner.health.needs_fence_repair(*i)).collect();
     let now = Instant::now();
-    let (target, due): (u64, Vec<usize>) = match repair_target(&reads) {
-        RepairTarget::Bootstrap => (0, (0..n).collect()),
+    let intact_max = reads
+        .iter()
+        .filter_map(|r| match r {
+            CounterRead::Present(v) => Some(*v),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let light = |i: &usize| inner.health.fence_repair_light(*i);
+    let (mut plan, target): (Vec<(usize, u64)>, RepairTarget) = match repair_target(&reads) {
+        RepairTarget::Bootstrap => ((0..n).map(|i| (i, 0)).collect(), RepairTarget::Bootstrap),
         RepairTarget::Raise(value) => (
-            value,
             waiting
                 .iter()
                 .copied()
                 .filter(|i| inner.health.fence_repair_due(*i, now))
+                .map(|i| (i, if light(&i) { intact_max } else { value }))
                 .collect(),
+            RepairTarget::Raise(value),
         ),
-        RepairTarget::Undecided { present, required } => {
-            debug!(
-                present,
-                required, "fencing repair postponed: too few intact counters answered"
-            );
-            return 0;
-        }
+        undecided @ RepairTarget::Undecided { .. } => (
+            waiting
+                .iter()
+                .copied()
+                .filter(light)
+                .map(|i| (i, intact_max))
+                .collect(),
+            undecided,
+        ),
     };
+    if let RepairTarget::Undecided { present, required } = target {
+        debug!(
+            present,
+            required,
+            light = plan.len(),
+            "fencing repair postponed: too few intact counters answered"
+        );
+    }
+    plan.sort_unstable();
     let mut repaired = 0;
-    for i in due {
+    for (i, value) in plan {
         let Some(node) = inner.nodes.get(i) else { continue };
+        // The run_id the grace was judged for; the script refuses if the master restarted since.
+        let Some(run_id) = inner.health.verified_run_id(node) else {
+            debug!(
+                node = i,
+                "fencing repair skipped: the master's run_id is being checked"
+            );
+            continue;
+        };
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(FENCE_REPAIR_SCRIPT).arg(1).arg(&counter).arg(target);
+        cmd.arg(FENCE_REPAIR_SCRIPT)
+            .arg(2)
+            .arg(&counter)
+            .arg(&epoch)
+            .arg(value)
+            .arg(&run_id);
         match node.query(&cmd).await {
+            Ok(Value::Int(-1)) => {
+                debug!(
+                    node = i,
+                    addr = node.addr(),
+                    "fencing repair refused: the master restarted since it was checked"
+                );
+            }
             Ok(Value::Int(value)) => {
                 let value = u64::try_from(value).unwrap_or(0);
                 info!(
@@ -441,4 +506,38 @@ pub(crate) async fn repair(inner: &Arc<Inner>) -> usize {
         }
     }
     repaired
+}
+
+/// Classifies one master's `[counter, epoch]`; marks it for repair if its epoch is stale.
+fn read_counter(inner: &Inner, node: &Node, items: &[Value]) -> CounterRead {
+    let i = node.index();
+    let text = |v: Option<&Value>| match v {
+        Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        _ => None,
+    };
+    let (counter, epoch) = (text(items.first()), text(items.get(1)));
+    let Some(counter) = counter else {
+        // No counter: a fresh master, or one wiped (its epoch went with it).
+        return CounterRead::Absent;
+    };
+    let Some(run_id) = inner.health.verified_run_id(node) else {
+        return CounterRead::Unusable;
+    };
+    if epoch.as_deref() != Some(run_id.as_str()) {
+        if !inner.health.needs_fence_repair(i) {
+            info!(
+                node = i,
+                addr = node.addr(),
+                "fencing epoch is stale (the master restarted); it is repaired before it votes again"
+            );
+            inner.health.mark_fence_epoch(i);
+        }
+        return CounterRead::Unusable;
+    }
+    if inner.health.needs_fence_repair(i) {
+        return CounterRead::Unusable;
+    }
+    counter
+        .parse()
+        .map_or(CounterRead::Unusable, CounterRead::Present)
 }

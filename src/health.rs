@@ -18,7 +18,10 @@
 //!   allowance, unless configured) and does not persist with `appendfsync always` has its votes
 //!   ignored until the grace has passed ([`NodeErrorKind::Restarted`]).
 //! - For fencing, a master whose `run_id` changed without `appendfsync always` may have lost counter
-//!   increments: it is marked for counter repair, which waits out the same grace.
+//!   increments: it is marked for counter repair, which waits out the same grace. The master itself
+//!   also keeps the `run_id` its counter was last vouched for under (the fencing epoch), so a client
+//!   that never saw the restart learns of it from the fenced acquire; the cached `run_id` read here
+//!   is what it compares the epoch with.
 //!
 //! A master whose `appendfsync` policy cannot be read (CONFIG disabled) is treated as not
 //! persisting every write. Uptime has a resolution of one second, rounded so that the grace only
@@ -84,6 +87,9 @@ struct NodeState {
     fence_floor: u64,
     /// Whether the master's fencing counter must be repaired before its fenced votes count.
     fence_repair: bool,
+    /// Whether that repair must treat the counter as possibly behind (lost, regressed, or a new
+    /// epoch on a master that does not persist every write), rather than only stamp a new epoch.
+    fence_repair_full: bool,
 }
 
 /// The health of every master, shared by every handle and guard.
@@ -182,6 +188,7 @@ impl Health {
                 );
                 if fsync_always != Some(true) {
                     state.fence_repair = true;
+                    state.fence_repair_full = true;
                 }
             }
         }
@@ -207,11 +214,40 @@ impl Health {
         }
     }
 
-    /// Marks `node`'s fencing counter as needing repair.
+    /// The `run_id` of `node`, if it was read on the connection in use now.
+    pub(crate) fn verified_run_id(&self, node: &Node) -> Option<String> {
+        let state = self.state(node.index())?;
+        if state.verified_at != Some(node.disconnects()) {
+            return None;
+        }
+        state.run_id.clone()
+    }
+
+    /// Marks `node`'s fencing counter as missing or behind: it needs a full repair.
     pub(crate) fn mark_fence_repair(&self, node: usize) {
         if let Some(mut state) = self.state(node) {
             state.fence_repair = true;
+            state.fence_repair_full = true;
         }
+    }
+
+    /// Marks `node`'s fencing epoch as stale (it restarted since its counter was vouched for): a
+    /// full repair unless it persists every write, in which case its counter is intact and the
+    /// repair only raises it to what the others have and stamps the new epoch.
+    pub(crate) fn mark_fence_epoch(&self, node: usize) {
+        if let Some(mut state) = self.state(node) {
+            state.fence_repair = true;
+            if state.fsync_always != Some(true) {
+                state.fence_repair_full = true;
+            }
+        }
+    }
+
+    /// Whether `node`'s pending repair only has to stamp a new epoch: it restarted with
+    /// `appendfsync always`, so nothing it acknowledged was lost and no grace is needed.
+    pub(crate) fn fence_repair_light(&self, node: usize) -> bool {
+        self.state(node)
+            .is_some_and(|s| s.fence_repair && !s.fence_repair_full && s.fsync_always == Some(true))
     }
 
     /// Whether `node`'s fencing counter needs repair.
@@ -221,18 +257,25 @@ impl Health {
 
     /// Whether `node`'s counter may be repaired at `now`: its start is known and the grace has
     /// passed since, so no acquisition can still count an acknowledgement it gave before.
+    /// A light repair (see [`Health::fence_repair_light`]) is due at once.
     pub(crate) fn fence_repair_due(&self, node: usize, now: Instant) -> bool {
+        if self.fence_repair_light(node) {
+            return true;
+        }
         let grace = self.grace();
         self.state(node)
             .and_then(|s| s.started)
             .is_some_and(|started| crate::core::fencing::repair_due(started, grace, now))
     }
 
-    /// Records that `node`'s counter was repaired to `value`.
+    /// Records that `node`'s counter was repaired to `value`, which becomes the floor: increments
+    /// this client saw above it were never committed (the repair covers every issued token), and a
+    /// floor left above it would refuse the master's vote again and again.
     pub(crate) fn fence_repaired(&self, node: usize, value: u64) {
         if let Some(mut state) = self.state(node) {
             state.fence_repair = false;
-            state.fence_floor = state.fence_floor.max(value);
+            state.fence_repair_full = false;
+            state.fence_floor = value;
         }
     }
 

@@ -187,3 +187,52 @@ async fn the_fenced_store_rejects_stale_tokens() {
     let none: Option<String> = store.read("missing", 8).await.expect("read");
     assert_eq!(none, None);
 }
+
+/// A master restarts with its counter behind a committed token (the last writes before a crash
+/// lost): a client that never saw the restart, and so has no floor and no cached `run_id` for the
+/// old run, learns of it from the master's fencing epoch and repairs it before counting its vote.
+#[tokio::test]
+async fn a_fresh_client_repairs_a_master_whose_counter_went_back_across_a_restart() {
+    let mut c = cluster(3).await;
+    let old = locks(&c).await;
+    // Every counter exists (and carries its epoch); then tokens are committed on masters 0 and 1
+    // only (another holder's key on master 2 keeps its counter out of them).
+    let g = old.acquire_fenced("r", TTL).await.expect("acquire");
+    g.release().await.expect("release");
+    let mut conn2 = c.client(2).await.expect("connect");
+    let _: () = conn2.set_ex("r", "someone-else", 30).await.expect("SET");
+    let mut committed = 0;
+    for _ in 0..5 {
+        let g = old
+            .acquire_fenced("r", TTL)
+            .await
+            .expect("acquire without master 2");
+        committed = g.fencing_token().expect("token");
+        g.release().await.expect("release");
+    }
+    let _: () = conn2.del("r").await.expect("DEL");
+    let behind = counter(&c, 2).await.expect("master 2 has a counter");
+    assert!(behind + 1 < committed, "master 2 at {behind}, token {committed}");
+    // Master 0 comes back from a restart with its counter as it was before those tokens.
+    let mut conn = c.client(0).await.expect("connect");
+    let _: () = conn.set(COUNTER, behind).await.expect("SET");
+    drop(conn);
+    c.restart(0, DataMode::Keep).await.expect("restart");
+    assert_eq!(counter(&c, 0).await, Some(behind));
+    // Master 1 is busy with another holder's key: the only majority left is {0, 2}.
+    let mut conn1 = c.client(1).await.expect("connect");
+    let _: () = conn1.set_ex("r", "someone-else", 30).await.expect("SET");
+    let fresh = builder(&c)
+        .wait(Duration::from_secs(8))
+        .build()
+        .await
+        .expect("build");
+    let g = fresh
+        .acquire_fenced("r", TTL)
+        .await
+        .expect("fenced acquire on {0, 2}");
+    let token = g.fencing_token().expect("token");
+    assert!(token > committed, "token {token} after the committed {committed}");
+    assert!(counter(&c, 0).await.unwrap_or(0) >= token, "master 0 repaired");
+    g.release().await.expect("release");
+}

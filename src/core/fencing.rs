@@ -5,7 +5,11 @@
 //! Every master keeps one fencing counter, shared by every resource.
 //! - **Round 1 (acquire).** On each master one script does `SET key token NX PX ttl` and, only if
 //!   that succeeded, `INCR counter`, returning the counter. A master whose counter is missing (fresh,
-//!   or it lost its data) or lower than this client last saw it sets nothing and asks for repair.
+//!   or it lost its data), lower than this client last saw it, or whose *epoch* is not the `run_id`
+//!   the client verified for it, sets nothing and asks for repair. The epoch is the master's
+//!   `run_id` when its counter was last initialised or repaired, so a master that restarted since is
+//!   noticed by every client, including one that never saw it before the restart and so has no floor
+//!   to compare with.
 //! - **The token** is `T = max` of the counters returned by the masters that granted the lock.
 //! - **Round 2 (commit).** On the masters that granted it, a script does
 //!   `if GET key == token then counter = max(counter, T)`. `T` is issued only when a majority
@@ -31,15 +35,21 @@
 //! None of this needs clocks: it holds however long a client pauses and however early keys expire.
 //!
 //! # Repair of a master that lost its counter
-//! A master that restarted without its data answers round 1 with "counter missing" (or "counter
-//! below what this client saw") and does not vote. It is repaired by raising its counter to the
-//! maximum read from a majority of *other* masters that still have theirs, and only after every
+//! A master that restarted without its data answers round 1 with "counter missing"; one that lost
+//! its last writes (`appendfsync everysec`) answers "epoch stale" (or "counter below what this
+//! client saw"); neither votes. It is repaired by raising its counter to the maximum read from a
+//! majority of *other* masters whose counters are intact (their epoch is their current `run_id`,
+//! the epoch being written with the counter in one script), and only after every
 //! acquisition that may have counted its acknowledgement from before the loss is over: after the
 //! longest TTL has passed since it restarted ([`repair_due`]). Then every issued token is still held
 //! by its commit majority minus the masters that lost it, and any majority of intact masters meets
 //! that remainder, because `q + (q - k) > n - k` for a majority `q` of `n` and `k` lost masters.
 //! If *every* master answers that its counter is missing, no token was ever issued (or every
-//! master lost its data, which is outside the model) and the counters start at zero.
+//! master lost its data, which is outside the model) and the counters start at zero; this first
+//! repair stamps every epoch. A master that restarted with `appendfsync always` lost nothing: its
+//! counter is intact, so it is raised at once to the largest intact counter read (nothing, if it is
+//! already the highest) and its new epoch stamped, without the wait. The repair script refuses
+//! when the master's `run_id` is not the one the client judged the wait for.
 //!
 //! Lua numbers are doubles: tokens are exact up to 2^53, which at a million locks per second lasts
 //! about 285 years.
@@ -59,6 +69,10 @@ pub enum AcquireReply {
     Uninitialized,
     /// The counter is lower than this client saw it before: the master lost writes. It needs repair.
     Regressed,
+    /// The master's epoch is not the `run_id` this client knows: it restarted since its counter was
+    /// last vouched for (it may have lost increments nobody saw), or never had an epoch. It needs
+    /// repair, which only stamps the epoch when the master persists every write.
+    NewEpoch,
 }
 
 impl AcquireReply {
@@ -68,6 +82,7 @@ impl AcquireReply {
             -1 => Some(AcquireReply::Held),
             -2 => Some(AcquireReply::Uninitialized),
             -3 => Some(AcquireReply::Regressed),
+            -4 => Some(AcquireReply::NewEpoch),
             n if n >= 1 => u64::try_from(n).ok().map(AcquireReply::Granted),
             _ => None,
         }
@@ -75,7 +90,10 @@ impl AcquireReply {
 
     /// Whether the master must be repaired before its vote counts.
     pub fn needs_repair(&self) -> bool {
-        matches!(self, AcquireReply::Uninitialized | AcquireReply::Regressed)
+        matches!(
+            self,
+            AcquireReply::Uninitialized | AcquireReply::Regressed | AcquireReply::NewEpoch
+        )
     }
 }
 
@@ -89,11 +107,13 @@ pub fn fencing_token<I: IntoIterator<Item = u64>>(granted: I) -> Option<u64> {
 /// One master's counter, as read for a repair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CounterRead {
-    /// The master has a counter, and is not itself waiting for repair.
+    /// The master has a counter vouched for by its current epoch, and is not itself waiting for
+    /// repair.
     Present(u64),
     /// The master has no counter.
     Absent,
-    /// The master is waiting for repair (its counter may be behind), or did not answer.
+    /// The master is waiting for repair or its epoch is stale (its counter may be behind), or it
+    /// did not answer.
     Unusable,
 }
 
@@ -155,7 +175,9 @@ mod tests {
         assert_eq!(AcquireReply::from_reply(-2), Some(AcquireReply::Uninitialized));
         assert_eq!(AcquireReply::from_reply(-3), Some(AcquireReply::Regressed));
         assert_eq!(AcquireReply::from_reply(0), None);
-        assert_eq!(AcquireReply::from_reply(-4), None);
+        assert_eq!(AcquireReply::from_reply(-4), Some(AcquireReply::NewEpoch));
+        assert_eq!(AcquireReply::from_reply(-5), None);
+        assert!(AcquireReply::NewEpoch.needs_repair());
         assert!(AcquireReply::Regressed.needs_repair());
         assert!(!AcquireReply::Held.needs_repair());
     }
@@ -218,27 +240,34 @@ mod tests {
         Release(usize),
         /// A master's key vanishes (TTL, clock jump, eviction): at any time, as early as you like.
         Expire(usize),
-        /// A master restarts keeping its data (keys whose TTL passed meanwhile are gone).
+        /// A master restarts keeping its data (keys whose TTL passed meanwhile are gone). It has a
+        /// new run_id, so its epoch is stale.
         Restart(usize),
         /// A master restarts without its data.
         Wipe(usize),
-        /// The client repairs a master that lost its counter (only once the grace has passed),
-        /// without hearing from a second master (slow or down during the read).
+        /// A master restarts having lost its last writes (`appendfsync everysec`): its counter is
+        /// set back by up to the given amount, its keys are gone, its epoch is stale.
+        Lose(usize, u64),
+        /// A client repairs a master that lost its counter or has a stale epoch (only once the
+        /// grace has passed, unless it lost nothing), without hearing from a second master (slow or
+        /// down during the read).
         Repair(usize, usize),
     }
 
     fn op() -> impl Strategy<Value = Op> {
+        // Data loss is rare enough that a majority of masters is usually intact.
         prop_oneof![
-            4 => (0..8usize).prop_map(Op::Start),
-            20 => (0..8usize, 0..8usize).prop_map(|(c, m)| Op::Ask(c, m)),
-            6 => (0..8usize).prop_map(Op::EndRound1),
-            20 => (0..8usize, 0..8usize).prop_map(|(c, m)| Op::Commit(c, m)),
-            6 => (0..8usize).prop_map(Op::EndCommit),
-            4 => (0..8usize).prop_map(Op::Release),
-            2 => (0..8usize).prop_map(Op::Expire),
-            1 => (0..8usize).prop_map(Op::Restart),
+            8 => (0..8usize).prop_map(Op::Start),
+            40 => (0..8usize, 0..8usize).prop_map(|(c, m)| Op::Ask(c, m)),
+            12 => (0..8usize).prop_map(Op::EndRound1),
+            40 => (0..8usize, 0..8usize).prop_map(|(c, m)| Op::Commit(c, m)),
+            12 => (0..8usize).prop_map(Op::EndCommit),
+            8 => (0..8usize).prop_map(Op::Release),
+            4 => (0..8usize).prop_map(Op::Expire),
+            2 => (0..8usize).prop_map(Op::Restart),
             1 => (0..8usize).prop_map(Op::Wipe),
-            2 => (0..8usize, 0..8usize).prop_map(|(m, s)| Op::Repair(m, s)),
+            1 => (0..8usize, 1..5u64).prop_map(|(m, d)| Op::Lose(m, d)),
+            6 => (0..8usize, 0..8usize).prop_map(|(m, s)| Op::Repair(m, s)),
         ]
     }
 
@@ -252,7 +281,13 @@ mod tests {
     struct Master {
         key: Option<(KeyOwner, u64)>,
         counter: Option<u64>,
+        /// When it last lost data (wiped, or lost its last writes).
         wiped_at: Option<u64>,
+        /// Whether it lost data since it was last repaired.
+        lost: bool,
+        /// Its run, new at every restart, and the run its counter was last vouched for under.
+        run: u64,
+        epoch: Option<u64>,
     }
 
     #[derive(Debug, Clone)]
@@ -278,6 +313,8 @@ mod tests {
         started: u64,
         round1_end: u64,
         commit_start: Option<u64>,
+        /// The highest counter this client has seen on each master (what a client knows alone).
+        floor: Vec<u64>,
     }
 
     #[derive(Debug, Clone, Copy)]
@@ -300,6 +337,9 @@ mod tests {
         grace: bool,
         /// A deliberately broken commit that does not check the key (for the negative control).
         blind_commit: bool,
+        /// Whether round 1 checks the master's epoch (the real script does); without it, only a
+        /// client's own floor reveals a counter that went back (for the negative control).
+        epochs: bool,
     }
 
     impl Model {
@@ -310,6 +350,9 @@ mod tests {
                         key: None,
                         counter: Some(0),
                         wiped_at: None,
+                        lost: false,
+                        run: 0,
+                        epoch: Some(0),
                     };
                     n
                 ],
@@ -320,6 +363,7 @@ mod tests {
                         started: 0,
                         round1_end: 0,
                         commit_start: None,
+                        floor: vec![0; n],
                     };
                     clients
                 ],
@@ -328,6 +372,7 @@ mod tests {
                 denied: 0,
                 grace: true,
                 blind_commit: false,
+                epochs: true,
             }
         }
 
@@ -356,6 +401,16 @@ mod tests {
             self.release(c);
         }
 
+        /// After a repair, a client's floor at `m` is the repaired counter (each client that finds
+        /// the counter below its floor repairs once more, a raise that changes nothing, and takes it
+        /// as its floor): increments above it were never committed.
+        fn repaired(&mut self, m: usize) {
+            let counter = self.masters[m].counter.unwrap_or(0);
+            for client in &mut self.clients {
+                client.floor[m] = client.floor[m].min(counter);
+            }
+        }
+
         fn step(&mut self, op: Op) {
             self.now += 1;
             let n = self.masters.len();
@@ -379,19 +434,24 @@ mod tests {
                     let (c, m) = (c % k, m % n);
                     let me = self.owner(c);
                     let now = self.now;
-                    if let Phase::Round1 { asked, granted } = &mut self.clients[c].phase {
+                    let epochs = self.epochs;
+                    let client = &mut self.clients[c];
+                    if let Phase::Round1 { asked, granted } = &mut client.phase {
                         // The next master this client has not asked yet, from `m` on.
                         let Some(m) = (0..n).map(|j| (m + j) % n).find(|i| !asked[*i]) else {
                             return;
                         };
                         asked[m] = true;
-                        // The round-1 script.
+                        // The round-1 script: no vote from a missing counter, one below this client's
+                        // floor, or one whose epoch is not the master's current run.
                         let master = &mut self.masters[m];
+                        let vouched = !epochs || master.epoch == Some(master.run);
                         if let Some(counter) = master.counter.as_mut() {
-                            if master.key.is_none() {
+                            if master.key.is_none() && *counter >= client.floor[m] && vouched {
                                 master.key = Some((me, now));
                                 *counter += 1;
                                 granted.push((m, *counter));
+                                client.floor[m] = client.floor[m].max(*counter);
                             }
                         }
                     }
@@ -444,6 +504,7 @@ mod tests {
                             let counter = master.counter.get_or_insert(0);
                             *counter = (*counter).max(*token);
                             *committed += 1;
+                            client.floor[m] = client.floor[m].max(*token);
                         }
                     }
                 }
@@ -480,21 +541,67 @@ mod tests {
                         self.release(c);
                     }
                 }
-                Op::Expire(m) | Op::Restart(m) => self.masters[m % n].key = None,
+                Op::Expire(m) => self.masters[m % n].key = None,
+                Op::Restart(m) => {
+                    let master = &mut self.masters[m % n];
+                    master.key = None;
+                    master.run += 1;
+                }
                 Op::Wipe(m) => {
                     let master = &mut self.masters[m % n];
                     master.key = None;
                     master.counter = None;
+                    master.epoch = None;
+                    master.run += 1;
                     master.wiped_at = Some(self.now);
+                    master.lost = true;
+                }
+                Op::Lose(m, d) => {
+                    let master = &mut self.masters[m % n];
+                    master.key = None;
+                    master.counter = master.counter.map(|v| v.saturating_sub(d));
+                    master.run += 1;
+                    master.wiped_at = Some(self.now);
+                    master.lost = true;
                 }
                 Op::Repair(m, silent) => {
                     let (m, silent) = (m % n, silent % n);
-                    let Some(wiped_at) = self.masters[m].wiped_at else {
+                    // What some client can notice: a missing counter, one below its floor, or (with
+                    // epochs, any client) a stale epoch.
+                    let noticed = |i: usize| {
+                        let master = &self.masters[i];
+                        master.counter.is_none()
+                            || master
+                                .counter
+                                .is_some_and(|v| self.clients.iter().any(|c| c.floor[i] > v))
+                            || (self.epochs && master.epoch != Some(master.run))
+                    };
+                    // The next master that needs it, from `m` on.
+                    let Some(m) = (0..n).map(|j| (m + j) % n).find(|i| noticed(*i)) else {
                         return;
                     };
-                    if self.masters[m].counter.is_some() {
+                    let master = &self.masters[m];
+                    let epochs = self.epochs;
+                    let vouched = move |i: usize, master: &Master| {
+                        i != m && i != silent && (!epochs || master.epoch == Some(master.run))
+                    };
+                    if !master.lost {
+                        // It lost nothing: raise it to the intact counters read and stamp its epoch.
+                        let max = self
+                            .masters
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, o)| vouched(*i, o))
+                            .filter_map(|(_, o)| o.counter)
+                            .max()
+                            .unwrap_or(0);
+                        let master = &mut self.masters[m];
+                        master.counter = master.counter.map(|v| v.max(max));
+                        master.epoch = Some(master.run);
+                        self.repaired(m);
                         return;
                     }
+                    let wiped_at = master.wiped_at.unwrap_or(0);
                     // The grace has passed: every key set before the loss has expired, and every
                     // acquisition that started before it is past its validity and cannot be issued.
                     let masters: &mut [Master] = if self.grace { &mut self.masters } else { &mut [] };
@@ -515,16 +622,22 @@ mod tests {
                         .iter()
                         .enumerate()
                         .map(|(i, master)| match master.counter {
-                            _ if i == m || i == silent => CounterRead::Unusable,
-                            Some(v) => CounterRead::Present(v),
+                            _ if i == silent => CounterRead::Unusable,
                             None => CounterRead::Absent,
+                            Some(v) if vouched(i, master) => CounterRead::Present(v),
+                            Some(_) => CounterRead::Unusable,
                         })
                         .collect();
-                    match repair_target(&reads) {
-                        RepairTarget::Raise(v) => self.masters[m].counter = Some(v),
-                        RepairTarget::Bootstrap => self.masters[m].counter = Some(0),
-                        RepairTarget::Undecided { .. } => {}
-                    }
+                    let target = match repair_target(&reads) {
+                        RepairTarget::Raise(v) => v,
+                        RepairTarget::Bootstrap => 0,
+                        RepairTarget::Undecided { .. } => return,
+                    };
+                    let master = &mut self.masters[m];
+                    master.counter = Some(master.counter.unwrap_or(0).max(target));
+                    master.epoch = Some(master.run);
+                    master.lost = false;
+                    self.repaired(m);
                 }
             }
         }
@@ -710,6 +823,68 @@ mod tests {
             safe.issues.len(),
             1,
             "A, which started before the loss, is denied"
+        );
+    }
+
+    /// A master restarts having lost its last increments, and a client that never saw it (no floor
+    /// there) is granted by it and a master the earlier tokens never reached: without the epoch check
+    /// in round 1 that client is issued a token below one already issued; with it, the master is
+    /// repaired first and the token is larger.
+    #[test]
+    fn the_model_catches_a_lost_increment_unseen_by_a_fresh_client() {
+        let scenario = |epochs: bool| {
+            let mut model = Model::new(3, 2);
+            model.epochs = epochs;
+            // Client 0 is issued 1, 2, 3 on masters 0 and 1; master 2 stays at 0.
+            for _ in 0..3 {
+                for op in [
+                    Op::Start(0),
+                    Op::Ask(0, 0),
+                    Op::Ask(0, 1),
+                    Op::EndRound1(0),
+                    Op::Commit(0, 0),
+                    Op::Commit(0, 1),
+                    Op::EndCommit(0),
+                    Op::Release(0),
+                ] {
+                    model.step(op);
+                }
+            }
+            // Master 0 loses those increments in a restart; client 0 then holds master 1.
+            model.step(Op::Lose(0, 3));
+            model.step(Op::Start(0));
+            model.step(Op::Ask(0, 1));
+            // Client 1 (no floor anywhere) asks 0 and 2; once round 1 fails, masters are repaired
+            // and it tries again.
+            for op in [
+                Op::Start(1),
+                Op::Ask(1, 0),
+                Op::Ask(1, 2),
+                Op::Ask(1, 1),
+                Op::EndRound1(1),
+                Op::Repair(0, 0),
+                Op::Start(1),
+                Op::Ask(1, 0),
+                Op::Ask(1, 2),
+                Op::EndRound1(1),
+                Op::Commit(1, 0),
+                Op::Commit(1, 2),
+                Op::EndCommit(1),
+            ] {
+                model.step(op);
+            }
+            model
+        };
+        let blind = scenario(false);
+        assert_eq!(blind.issues.last().map(|i| i.token), Some(1));
+        assert!(blind.check().is_err(), "the fresh client's token went back");
+        let safe = scenario(true);
+        assert!(safe.check().is_ok());
+        assert_eq!(safe.issues.len(), 4);
+        assert!(
+            safe.issues.last().is_some_and(|i| i.token > 3),
+            "{:?}",
+            safe.issues
         );
     }
 }
