@@ -7,9 +7,10 @@
 //! requests sent to the other masters, which run concurrently. A refused connection fails at once
 //! and is retried on the next command; it never blocks on a multi-second reconnect loop.
 //!
-//! Scripts go out as `EVALSHA` once this connection has run them as `EVAL` (see `lua.rs`): a master
-//! restart always drops the connection and starts a new epoch here, so a script is sent by SHA1 only
-//! to a server process known to have it cached, and a `NOSCRIPT` reply falls back to `EVAL` at once.
+//! A plain lock's release and extend go out as `EVALSHA` once this connection has run them as
+//! `EVAL` (see `lua.rs`): a master restart always drops the connection and starts a new epoch here,
+//! so a script is sent by SHA1 only to a server process known to have it cached, and a `NOSCRIPT`
+//! reply falls back to `EVAL` at once. Other scripts (lock kinds, fencing) still carry their source.
 
 use std::fmt;
 use std::future::Future;
