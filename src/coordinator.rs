@@ -439,42 +439,77 @@ impl Inner {
 
     /// Releases a lock on the masters listed, concurrently, and counts what it found.
     pub(crate) async fn release_on(self: &Arc<Self>, ops: &dyn LockOps, nodes: &[usize]) -> ReleaseTally {
-        self.release_until(ops, nodes, None).await
+        self.release_until(ops, nodes, None, || {}).await
+    }
+
+    /// As [`Inner::release_on`], calling `queued` as soon as every master's release has been handed
+    /// to its connection, before any reply.
+    pub(crate) async fn release_on_queued(
+        self: &Arc<Self>,
+        ops: &dyn LockOps,
+        nodes: &[usize],
+        queued: impl FnOnce(),
+    ) -> ReleaseTally {
+        self.release_until(ops, nodes, None, queued).await
     }
 
     /// Releases a lock on every master, returning as soon as a majority confirmed the release; the
     /// masters still in flight then finish in a background task, so a stalled master costs nothing.
-    pub(crate) async fn release_all(self: &Arc<Self>, ops: &dyn LockOps) -> ReleaseTally {
+    pub(crate) async fn release_all(
+        self: &Arc<Self>,
+        ops: &dyn LockOps,
+        queued: impl FnOnce(),
+    ) -> ReleaseTally {
         let all: Vec<usize> = (0..self.nodes.len()).collect();
-        self.release_until(ops, &all, Some(quorum(self.nodes.len())))
+        self.release_until(ops, &all, Some(quorum(self.nodes.len())), queued)
             .await
     }
 
     /// Sends the release to `nodes` and counts the answers, until `enough` masters confirmed (then
-    /// the rest is left to a task) or all have answered.
+    /// the rest is left to a task) or all have answered. `queued` runs once every request has been
+    /// polled once, which hands it to its master's connection.
     async fn release_until(
         self: &Arc<Self>,
         ops: &dyn LockOps,
         nodes: &[usize],
         enough: Option<usize>,
+        queued: impl FnOnce(),
     ) -> ReleaseTally {
-        let cmd = Arc::new(ops.release_cmd());
+        // By SHA1 where the kind allows it (see `lua.rs`), else the kind's own command.
+        let cmd = Arc::new(match ops.release_call() {
+            Some(call) => Ok(call),
+            None => Err(ops.release_cmd()),
+        });
         let mut pending: FuturesUnordered<_> = nodes
             .iter()
             .map(|&node| {
                 let (inner, cmd) = (Arc::clone(self), Arc::clone(&cmd));
                 async move {
-                    let result = match inner.nodes.get(node) {
-                        Some(n) => n.script(&cmd).await,
-                        None => Err(NodeErrorKind::Protocol(format!("no master {node}"))),
+                    let result = match (inner.nodes.get(node), cmd.as_ref()) {
+                        (Some(n), Ok(call)) => n.run_script(call).await,
+                        (Some(n), Err(cmd)) => n.script(cmd).await,
+                        (None, _) => Err(NodeErrorKind::Protocol(format!("no master {node}"))),
                     };
                     (node, result)
                 }
             })
             .collect();
+        // Poll every request once before waiting for any: each is then written to (or queued on)
+        // its master's multiplexed connection, ahead of any command sent after `queued` runs.
+        let mut early = Vec::new();
+        std::future::poll_fn(|cx| loop {
+            match pending.poll_next_unpin(cx) {
+                std::task::Poll::Ready(Some(reply)) => early.push(reply),
+                _ => return std::task::Poll::Ready(()),
+            }
+        })
+        .await;
+        queued();
         let mut out = ReleaseTally::default();
-        while let Some((node, result)) = pending.next().await {
+        for (node, result) in early {
             self.count_release(&mut out, node, result);
+        }
+        loop {
             if enough.is_some_and(|enough| out.held >= enough) && !pending.is_empty() {
                 if let Ok(handle) = tokio::runtime::Handle::try_current() {
                     let inner = Arc::clone(self);
@@ -487,6 +522,10 @@ impl Inner {
                     break;
                 }
             }
+            let Some((node, result)) = pending.next().await else {
+                break;
+            };
+            self.count_release(&mut out, node, result);
         }
         out
     }

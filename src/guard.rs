@@ -3,6 +3,19 @@
 //! The guard knows when its validity ends (`valid_until`, an [`Instant`]), so `validity()` shrinks as
 //! time passes and never depends on the wall clock. A failed extend marks the guard lost without
 //! unlocking anywhere. Dropping a guard without `release()` releases it from a spawned task.
+//!
+//! The local turn passes as soon as the release is queued, not when it is confirmed.
+//!
+//! The next task in this process's queue for the key starts its acquire with `SET NX` on every
+//! master, over the same shared connection per master that carries the release. Commands on one
+//! multiplexed connection are written, and executed by the master, in the order they were handed
+//! to it. The release of every master is handed to its connection (each request polled once)
+//! before the turn passes, so on every master the release runs before the next `SET NX`: the next
+//! attempt finds the key free wherever the release succeeds, without waiting a round trip for the
+//! confirmations. Safety never depends on this: the masters decide who holds the lock. If the order
+//! is lost (a reconnect between the two commands, a connection whose queue was full), the next
+//! attempt finds the key held on that master and falls back to the usual wait for the release's
+//! announcement or the key's expiry.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -182,7 +195,10 @@ impl Guard {
                 resource: held.resource.clone(),
             });
         }
-        let cmd = held.ops.extend_cmd(ttl_millis(ttl));
+        let cmd = match held.ops.extend_call(ttl_millis(ttl)) {
+            Some(call) => Ok(call),
+            None => Err(held.ops.extend_cmd(ttl_millis(ttl))),
+        };
         let started = Instant::now();
         let mut tally = Tally::new(held.inner.nodes.len(), timing, started);
         let mut pending: FuturesUnordered<_> = held
@@ -194,7 +210,11 @@ impl Guard {
                 async move {
                     (
                         node.index(),
-                        node.script(cmd).await.and_then(|found| found.into_result()),
+                        match cmd {
+                            Ok(call) => node.run_script(call).await,
+                            Err(cmd) => node.script(cmd).await,
+                        }
+                        .and_then(|found| found.into_result()),
                     )
                 }
             })
@@ -239,11 +259,15 @@ impl Guard {
         held.set_released();
         // From here on, dropping this future part-way still releases from a task.
         let mut net = ReleaseNet(Some(Arc::clone(&held)));
-        let out = held.inner.release_all(held.ops.as_ref()).await;
+        // The next waiter of this process may go as soon as the release is queued on every
+        // master's connection, before any reply (the ordering argument is at the top of this file).
+        let out = held
+            .inner
+            .release_all(held.ops.as_ref(), || drop(held.take_turn()))
+            .await;
         net.0 = None;
         drop(self);
         held.mark_lost();
-        // The key is free on the masters: the next waiter of this process may go.
         drop(held.take_turn());
         Span::current().record("held", out.held);
         let masters = held.inner.nodes.len();
@@ -344,12 +368,11 @@ impl Held {
         let all: Vec<usize> = (0..self.inner.nodes.len()).collect();
         let turn = self.take_turn();
         match (turn, tokio::runtime::Handle::try_current()) {
-            // Pass the turn on only once the key is free, so the next waiter's first try succeeds.
+            // Pass the turn on once the release is queued (see the top of this file).
             (Some(turn), Ok(runtime)) => {
                 let (inner, ops) = (Arc::clone(&self.inner), Arc::clone(&self.ops));
                 runtime.spawn(async move {
-                    inner.release_on(ops.as_ref(), &all).await;
-                    drop(turn);
+                    inner.release_on_queued(ops.as_ref(), &all, || drop(turn)).await;
                 });
             }
             _ => spawn_release(Arc::clone(&self.inner), Arc::clone(&self.ops), all),

@@ -74,6 +74,7 @@ mod guard;
 mod health;
 mod inspect;
 pub mod kinds;
+mod lua;
 mod node;
 mod ops;
 mod tls;

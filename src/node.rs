@@ -6,13 +6,11 @@
 //! is paused, blackholed or refusing connections costs at most that long and never holds up the
 //! requests sent to the other masters, which run concurrently. A refused connection fails at once
 //! and is retried on the next command; it never blocks on a multi-second reconnect loop.
-
 //!
-//! Scripts go out as `EVAL` with their source rather than `EVALSHA`: a release queued behind a
-//! stalled master must still run when the master resumes, even after the client stopped listening,
-//! and even if a restart emptied the master's script cache. With `EVALSHA` such a release would die on
-//! `NOSCRIPT` with nobody left to retry it, stranding the key until its TTL. Redis caches the compiled
-//! script either way; the cost is a few hundred bytes per request.
+//! A plain lock's release and extend go out as `EVALSHA` once this connection has run them as
+//! `EVAL` (see `lua.rs`): a master restart always drops the connection and starts a new epoch here,
+//! so a script is sent by SHA1 only to a server process known to have it cached, and a `NOSCRIPT`
+//! reply falls back to `EVAL` at once. Other scripts (lock kinds, fencing) still carry their source.
 
 use std::fmt;
 use std::future::Future;
@@ -21,9 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ErrorKind, RedisError, Value};
+use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use crate::error::{redact_url, BuildError, NodeErrorKind};
+use crate::lua::{ScriptCall, SCRIPTS};
 
 /// Compare-and-delete, publishing the release on the resource's channel.
 pub(crate) const RELEASE_SCRIPT: &str = include_str!("scripts/release.lua");
@@ -76,6 +75,10 @@ pub(crate) struct Node {
     /// it, so an unchanged count since a check of the master's `run_id` means no reply since came
     /// from a restarted master.
     disconnects: Arc<AtomicU64>,
+    /// Per script of `lua.rs`, one more than the disconnect count under which an `EVAL` of it last
+    /// succeeded on the shared connection (0: never): the script is cached on the current
+    /// connection's server while this equals `disconnects + 1`.
+    cached: Arc<[AtomicU64; SCRIPTS]>,
 }
 
 impl fmt::Debug for Node {
@@ -142,6 +145,7 @@ impl Node {
             conn,
             timeout,
             disconnects: Arc::new(AtomicU64::new(0)),
+            cached: Arc::new(std::array::from_fn(|_| AtomicU64::new(0))),
         })
     }
 
@@ -207,10 +211,42 @@ impl Node {
 
     /// Runs a compare-and-act script and reads its 1 / 0 / -1 answer.
     pub(crate) async fn script(&self, cmd: &redis::Cmd) -> Result<Found, NodeErrorKind> {
-        match self.query(cmd).await? {
-            Value::Int(reply) => Found::from_reply(reply),
-            other => Err(NodeErrorKind::Protocol(format!("script answered {other:?}"))),
+        found(self.query(cmd).await?)
+    }
+
+    /// Runs a compare-and-act script call: by SHA1 when this connection is known to have run the
+    /// script, else (or on `NOSCRIPT`) with its source, which caches it for the next calls.
+    pub(crate) async fn run_script(&self, call: &ScriptCall) -> Result<Found, NodeErrorKind> {
+        let slot = self.cached.get(call.script().slot);
+        let epoch = self.disconnects();
+        if slot.is_some_and(|s| s.load(Ordering::Acquire) == epoch.wrapping_add(1)) {
+            let mut conn = self.conn.clone();
+            let cmd = call.by_sha();
+            let reply = self
+                .bounded(self.timeout, async move {
+                    match conn.send_packed_command(cmd).await?.extract_error() {
+                        // Nothing ran: the cache was flushed under us. Send the source instead.
+                        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => Ok(None),
+                        other => other.map(Some),
+                    }
+                })
+                .await?;
+            if let Some(reply) = reply {
+                return found(reply);
+            }
+            if let Some(slot) = slot {
+                slot.store(0, Ordering::Release);
+            }
         }
+        let epoch = self.disconnects();
+        let reply = self.query(&call.with_source()).await?;
+        // Only a success on the connection it was sent on, with no loss since, vouches for the cache.
+        if let Some(slot) = slot {
+            if self.disconnects() == epoch {
+                slot.store(epoch.wrapping_add(1), Ordering::Release);
+            }
+        }
+        found(reply)
     }
 
     /// Checks that the master answers, allowing `timeout` for a first connection.
@@ -222,6 +258,14 @@ impl Node {
         })
         .await
         .map(drop)
+    }
+}
+
+/// Reads a compare-and-act script's 1 / 0 / -1 answer.
+fn found(reply: Value) -> Result<Found, NodeErrorKind> {
+    match reply {
+        Value::Int(reply) => Found::from_reply(reply),
+        other => Err(NodeErrorKind::Protocol(format!("script answered {other:?}"))),
     }
 }
 

@@ -10,7 +10,7 @@ use std::fmt;
 use redis::Cmd;
 
 use crate::coordinator::release_channel;
-use crate::node::{EXTEND_SCRIPT, RELEASE_SCRIPT};
+use crate::lua::{ScriptCall, EXTEND, RELEASE};
 
 /// How one held lock is extended and released on a master.
 ///
@@ -21,6 +21,14 @@ pub(crate) trait LockOps: Send + Sync + fmt::Debug + 'static {
     fn extend_cmd(&self, ttl_ms: u64) -> Cmd;
     /// The command that releases the lock if we still hold it.
     fn release_cmd(&self) -> Cmd;
+    /// The extend as a script call that may travel by SHA1, when the kind has one.
+    fn extend_call(&self, _ttl_ms: u64) -> Option<ScriptCall> {
+        None
+    }
+    /// The release as a script call that may travel by SHA1, when the kind has one.
+    fn release_call(&self) -> Option<ScriptCall> {
+        None
+    }
     /// For a reentrant lock, the owner's hold count when this hold was taken.
     fn holds(&self) -> Option<u64> {
         None
@@ -61,22 +69,36 @@ impl fmt::Debug for PlainLock {
 
 impl LockOps for PlainLock {
     fn extend_cmd(&self, ttl_ms: u64) -> Cmd {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(EXTEND_SCRIPT)
-            .arg(1)
-            .arg(&self.key)
-            .arg(&self.token)
-            .arg(ttl_ms);
-        cmd
+        self.extend_call_of(ttl_ms).with_source()
     }
 
     fn release_cmd(&self) -> Cmd {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(RELEASE_SCRIPT)
-            .arg(1)
+        self.release_call_of().with_source()
+    }
+
+    fn extend_call(&self, ttl_ms: u64) -> Option<ScriptCall> {
+        Some(self.extend_call_of(ttl_ms))
+    }
+
+    fn release_call(&self) -> Option<ScriptCall> {
+        Some(self.release_call_of())
+    }
+}
+
+impl PlainLock {
+    fn extend_call_of(&self, ttl_ms: u64) -> ScriptCall {
+        EXTEND
+            .call(1, 3, self.key.len() + self.token.len())
             .arg(&self.key)
             .arg(&self.token)
-            .arg(&self.channel);
-        cmd
+            .arg(ttl_ms)
+    }
+
+    fn release_call_of(&self) -> ScriptCall {
+        RELEASE
+            .call(1, 3, self.key.len() + self.token.len() + self.channel.len())
+            .arg(&self.key)
+            .arg(&self.token)
+            .arg(&self.channel)
     }
 }

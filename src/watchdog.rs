@@ -37,6 +37,7 @@ use crate::core::renewal::{self, Verdict};
 use crate::core::{Decision, Tally, Vote};
 use crate::error::NodeErrorKind;
 use crate::guard::{Guard, Held};
+use crate::lua::{sha1_hex, Lua};
 use crate::node::classify;
 
 /// How much time each renewal adds to the bound on a tick's pipeline, on top of the node timeout:
@@ -410,7 +411,15 @@ async fn renew(
         }
         match inner.check_ttl(d.ttl) {
             Ok(timing) => {
-                cmds.push(scripts.by_sha(d.held.ops.extend_cmd(ttl_millis(d.ttl))));
+                let ttl_ms = ttl_millis(d.ttl);
+                // Built by SHA1 from the start where the kind allows it: no source copied per lock.
+                cmds.push(match d.held.ops.extend_call(ttl_ms) {
+                    Some(call) => {
+                        scripts.load(call.script());
+                        call.into_by_sha()
+                    }
+                    None => scripts.by_sha(d.held.ops.extend_cmd(ttl_ms)),
+                });
                 rounds.push(Round {
                     due: i,
                     tally: Tally::new(masters, timing, started),
@@ -607,7 +616,7 @@ impl Scripts {
             Some(index) => index,
             None => {
                 let text = std::str::from_utf8(source).ok()?;
-                let sha = redis::Script::new(text).get_hash().to_owned();
+                let sha = sha1_hex(text);
                 self.known.push((source.to_vec(), sha));
                 self.known.len() - 1
             }
@@ -626,6 +635,21 @@ impl Scripts {
             self.used.push(index);
         }
         Some(out)
+    }
+
+    /// Marks a script the tick uses, for its `SCRIPT LOAD`.
+    fn load(&mut self, script: &'static Lua) {
+        let index = match self.known.iter().position(|(_, sha)| sha == script.sha()) {
+            Some(index) => index,
+            None => {
+                self.known
+                    .push((script.source().as_bytes().to_vec(), script.sha().to_owned()));
+                self.known.len() - 1
+            }
+        };
+        if !self.used.contains(&index) {
+            self.used.push(index);
+        }
     }
 
     /// `SCRIPT LOAD` of every script the tick uses, to lead its pipeline; resets the tick's list.

@@ -1,0 +1,120 @@
+//! Scripts by SHA1 on real masters: releases and extends go out as `EVALSHA` once a connection has
+//! run the script, and still work after the masters' script cache was flushed under the client.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{cluster, locks, value};
+use quorlock_chaos::Cluster;
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// How many times master `i` ran `command` (from `INFO commandstats`).
+async fn calls(c: &Cluster, i: usize, command: &str) -> u64 {
+    let mut conn = c.client(i).await.expect("connect to master");
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn release_goes_by_sha_once_loaded_and_survives_a_script_flush() {
+    let c = cluster(3).await;
+    let locks = locks(&c).await;
+
+    // The first release on each connection carries the source and caches the script.
+    let guard = locks.acquire("scripts:a", TTL).await.expect("acquire");
+    let released = guard.release().await.expect("first release");
+    // A release returns once a majority confirmed it.
+    assert!(released.held >= 2);
+
+    // From then on it goes by SHA1.
+    let before: Vec<u64> = futures::future::join_all((0..3).map(|i| calls(&c, i, "evalsha"))).await;
+    let guard = locks.acquire("scripts:a", TTL).await.expect("acquire again");
+    guard.extend(TTL).await.expect("extend");
+    let released = guard.release().await.expect("second release");
+    assert!(released.held >= 2);
+    // The release returns at a majority; the last master's reply may still be on its way.
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            let after: Vec<u64> = futures::future::join_all((0..3).map(|i| calls(&c, i, "evalsha"))).await;
+            after.iter().zip(&before).all(|(a, b)| a > b)
+        })
+        .await,
+        "every master ran the release by SHA1"
+    );
+
+    // The cache is emptied behind the client's back: NOSCRIPT must fall back to the source.
+    for i in 0..3 {
+        let mut conn = c.client(i).await.expect("connect");
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut conn)
+            .await
+            .expect("SCRIPT FLUSH");
+    }
+    let guard = locks
+        .acquire("scripts:a", TTL)
+        .await
+        .expect("acquire after flush");
+    guard.extend(TTL).await.expect("extend after flush");
+    let released = guard.release().await.expect("release after flush");
+    assert!(released.held >= 2, "a majority released the lock");
+    for i in 0..3 {
+        assert!(
+            common::eventually(Duration::from_secs(5), || async {
+                value(&c, i, "scripts:a").await.is_none()
+            })
+            .await,
+            "master {i} still holds the key"
+        );
+    }
+}
+
+#[tokio::test]
+async fn release_after_a_restart_reloads_the_script() {
+    let mut c = cluster(3).await;
+    let locks = common::builder(&c)
+        // The restarted master's votes count at once here; the grace is tested elsewhere.
+        .restart_grace(Duration::ZERO)
+        .build()
+        .await
+        .expect("build");
+    let guard = locks.acquire("scripts:b", TTL).await.expect("acquire");
+    guard.release().await.expect("release");
+    // A restart empties the master's script cache and drops the client's connection.
+    c.restart(0, quorlock_chaos::DataMode::Wipe)
+        .await
+        .expect("restart");
+    // The first command on the dead connection fails; a later release on the new connection must
+    // reach the restarted master, whose cache is empty, and delete the key there.
+    let mut freed = false;
+    for i in 0..20 {
+        let key = format!("scripts:b:{i}");
+        let guard = locks.acquire(&key, TTL).await.expect("acquire after restart");
+        // Only a lock the restarted master granted shows whether its release works there.
+        let granted = value(&c, 0, &key).await.as_deref() == Some(guard.token());
+        guard.release().await.expect("release after restart");
+        if !granted {
+            continue;
+        }
+        if common::eventually(Duration::from_secs(1), || async {
+            value(&c, 0, &key).await.is_none()
+        })
+        .await
+        {
+            freed = true;
+            break;
+        }
+    }
+    assert!(freed, "the restarted master never released a lock again");
+}
