@@ -94,13 +94,7 @@ async fn a_paused_master_does_not_hold_up_the_acquire() {
         .await
         .expect("build");
     // Warm the connections, then stop one master dead.
-    locks
-        .try_acquire("warm", TTL)
-        .await
-        .expect("acquire")
-        .release()
-        .await
-        .expect("release");
+    common::cycle(&locks, "warm", TTL).await;
     c.pause(2).expect("SIGSTOP");
     let guard = locks
         .try_acquire("paused", Duration::from_secs(30))
@@ -157,13 +151,7 @@ async fn a_dropped_acquire_future_leaves_no_key_soon_after() {
         .build()
         .await
         .expect("build");
-    locks
-        .try_acquire("warm", TTL)
-        .await
-        .expect("acquire")
-        .release()
-        .await
-        .expect("release");
+    common::cycle(&locks, "warm", TTL).await;
     // With 3 of 5 stopped the round waits on them; the 2 live masters have already granted the key.
     for i in [0, 1, 2] {
         c.pause(i).expect("SIGSTOP");
@@ -266,13 +254,7 @@ async fn masters_that_answer_garbage_or_nothing_count_as_no() {
 async fn a_restarted_master_is_reconnected() {
     let mut c = cluster(3).await;
     let locks = locks(&c).await;
-    locks
-        .try_acquire("before", TTL)
-        .await
-        .expect("acquire")
-        .release()
-        .await
-        .expect("release");
+    common::cycle(&locks, "before", TTL).await;
     c.kill(0).expect("kill");
     c.kill(1).expect("kill");
     assert!(locks.try_acquire("down", TTL).await.is_err());

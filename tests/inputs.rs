@@ -118,13 +118,7 @@ async fn an_even_number_of_masters_works() {
     let c = cluster(2).await;
     let locks = locks(&c).await;
     assert_eq!(locks.quorum(), 2);
-    locks
-        .try_acquire("even", Duration::from_secs(5))
-        .await
-        .expect("acquire")
-        .release()
-        .await
-        .expect("release");
+    common::cycle(&locks, "even", Duration::from_secs(5)).await;
 }
 
 #[tokio::test]
@@ -175,13 +169,7 @@ async fn requirepass_masters_work() {
         .await
         .expect("start masters with requirepass");
     let locks = Quorlock::builder().nodes(c.urls()).build().await.expect("build");
-    locks
-        .try_acquire("pw", Duration::from_secs(5))
-        .await
-        .expect("acquire")
-        .release()
-        .await
-        .expect("release");
+    common::cycle(&locks, "pw", Duration::from_secs(5)).await;
     let no_pw: Vec<String> = (0..3)
         .map(|i| format!("redis://127.0.0.1:{}", c.port(i)))
         .collect();

@@ -22,13 +22,7 @@ async fn a_blackholed_master_does_not_hold_up_the_acquire() {
         .build()
         .await
         .expect("build");
-    locks
-        .try_acquire("warm", TTL)
-        .await
-        .expect("acquire")
-        .release()
-        .await
-        .expect("release");
+    common::cycle(&locks, "warm", TTL).await;
     proxies
         .set_master_mode(4, ProxyMode::Blackhole)
         .expect("blackhole");

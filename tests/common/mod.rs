@@ -81,3 +81,14 @@ pub async fn subscribe(
             .map(|m| m.get_payload::<String>().expect("a text payload")),
     )
 }
+
+/// One plain acquire and release of `resource` in a single round each, both expected to succeed.
+pub async fn cycle(locks: &Quorlock, resource: &str, ttl: Duration) {
+    locks
+        .try_acquire(resource, ttl)
+        .await
+        .expect("acquire")
+        .release()
+        .await
+        .expect("release");
+}
