@@ -93,7 +93,7 @@ pub use guard::Guard;
 pub use inspect::{Holding, Inspection, MasterState};
 pub use kinds::{FairOptions, LockOwner, Ticket};
 pub use wait::{MAX_FALLBACK_WAIT, PUBSUB_RECONNECT_DELAY};
-pub use watchdog::{KeepAlive, WatchdogStats, RENEWAL_TIME_ALLOWANCE};
+pub use watchdog::{KeepAlive, WatchdogStats, RENEWAL_CONNECTION_RECYCLE, RENEWAL_TIME_ALLOWANCE};
 pub use with_lock::LockHandle;
 
 /// The README's examples, compiled as doctests so the README stays true.

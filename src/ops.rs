@@ -40,11 +40,13 @@ pub(crate) trait LockOps: Send + Sync + fmt::Debug + 'static {
 }
 
 /// A plain RedLock lock: one string key holding our token (interoperable with other clients).
+///
+/// The release channel is derived from the key when a release is built, not stored: a held lock
+/// costs memory for as long as it is held, a release happens once.
 #[derive(Clone)]
 pub(crate) struct PlainLock {
     key: String,
     token: String,
-    channel: String,
 }
 
 impl PlainLock {
@@ -53,7 +55,6 @@ impl PlainLock {
         Self {
             key: key.to_owned(),
             token: token.to_owned(),
-            channel: release_channel(key),
         }
     }
 }
@@ -95,10 +96,11 @@ impl PlainLock {
     }
 
     fn release_call_of(&self) -> ScriptCall {
+        let channel = release_channel(&self.key);
         RELEASE
-            .call(1, 3, self.key.len() + self.token.len() + self.channel.len())
+            .call(1, 3, self.key.len() + self.token.len() + channel.len())
             .arg(&self.key)
             .arg(&self.token)
-            .arg(&self.channel)
+            .arg(&channel)
     }
 }

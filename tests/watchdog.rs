@@ -290,3 +290,63 @@ async fn renewals_survive_a_flushed_script_cache() {
     assert!(locks.watchdog_stats().ticks >= 3);
     assert!(guard.release().await.expect("release").held >= 2);
 }
+
+/// `total_connections_received` of the master behind `conn` (reuse one connection: each new one counts).
+async fn connections_received(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(conn)
+        .await
+        .expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("total_connections_received")
+}
+
+#[tokio::test]
+async fn large_ticks_reopen_their_connections_and_keep_renewing() {
+    use futures::stream::{self, StreamExt};
+    let c = cluster(3).await;
+    let locks = locks(&c).await;
+    let ttl = Duration::from_secs(3);
+    let n = quorlock::RENEWAL_CONNECTION_RECYCLE;
+    let guards: Vec<_> = stream::iter(0..n)
+        .map(|i| {
+            let locks = locks.clone();
+            async move {
+                let guard = locks.acquire(&format!("large:{i}"), ttl).await.expect("acquire");
+                guard.keep_alive();
+                guard
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    // Renewed locks share their next due time, so the ticks soon carry all of them; each such tick
+    // closes its renewal connections and the next one opens them again.
+    let mut conn = c.client(0).await.expect("connect");
+    let opened = connections_received(&mut conn).await;
+    let stats = locks.watchdog_stats();
+    let conn = tokio::sync::Mutex::new(conn);
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            connections_received(&mut *conn.lock().await).await >= opened + 2
+                && locks.watchdog_stats().ticks >= stats.ticks + 3
+        })
+        .await,
+        "no renewal connection was reopened: {:?}",
+        locks.watchdog_stats()
+    );
+    assert!(
+        guards.iter().all(|g| !g.is_lost()),
+        "{:?}",
+        locks.watchdog_stats()
+    );
+    let renewed = locks.watchdog_stats();
+    assert!(renewed.renewals >= stats.renewals + n as u64, "{renewed:?}");
+    assert_eq!(renewed.lost, 0, "{renewed:?}");
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+}
