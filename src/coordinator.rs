@@ -303,15 +303,8 @@ impl Inner {
             .collect();
         let mut failures = Vec::new();
         let decision = self.decide(&mut tally, &mut pending, &mut failures).await;
-        let span = Span::current();
-        span.record("ok", tally.yes());
-        span.record("failed", tally.no());
         match decision {
-            Decision::Acquired {
-                validity,
-                valid_until,
-            } => {
-                span.record("validity_ms", validity.as_millis() as u64);
+            Decision::Acquired { valid_until, .. } => {
                 cleanup.disarm();
                 Ok(Guard::new(
                     self.clone(),
@@ -432,6 +425,17 @@ impl Inner {
                 }
             };
             if decision.is_final() {
+                // The operation's span (acquire, extend, ...) declares these fields; elsewhere
+                // recording them is a no-op.
+                let span = Span::current();
+                span.record("ok", tally.yes());
+                span.record("failed", tally.no());
+                if let Decision::Acquired { validity, .. } = decision {
+                    span.record(
+                        "validity_ms",
+                        u64::try_from(validity.as_millis()).unwrap_or(u64::MAX),
+                    );
+                }
                 return decision;
             }
         }

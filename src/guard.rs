@@ -221,15 +221,11 @@ impl Guard {
             .collect();
         let mut failures = Vec::new();
         let decision = held.inner.decide(&mut tally, &mut pending, &mut failures).await;
-        let span = Span::current();
-        span.record("ok", tally.yes());
-        span.record("failed", tally.no());
         match decision {
             Decision::Acquired {
                 validity,
                 valid_until,
             } => {
-                span.record("validity_ms", validity.as_millis() as u64);
                 held.status.send_modify(|s| s.valid_until = valid_until);
                 Ok(validity)
             }
