@@ -126,11 +126,7 @@ async fn with_a_paused_majority_acquire_fails_within_the_node_timeout() {
         .try_acquire("stalled", TTL)
         .await
         .expect_err("no majority answers");
-    let timeouts = err
-        .failures()
-        .iter()
-        .filter(|f| f.kind == NodeErrorKind::Timeout)
-        .count();
+    let timeouts = common::timeouts(&err);
     assert_eq!(timeouts, 2, "{err}");
     c.resume(0).expect("SIGCONT");
     c.resume(1).expect("SIGCONT");

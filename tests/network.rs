@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{cluster, eventually, holders};
-use quorlock::{NodeErrorKind, Quorlock};
+use quorlock::Quorlock;
 use quorlock_chaos::{ProxyGroup, ProxyMode};
 
 const TTL: Duration = Duration::from_secs(30);
@@ -56,11 +56,7 @@ async fn a_blackholed_majority_fails_on_the_node_timeout_and_leaves_no_key() {
         .try_acquire("dark", TTL)
         .await
         .expect_err("no majority answers");
-    let timeouts = err
-        .failures()
-        .iter()
-        .filter(|f| f.kind == NodeErrorKind::Timeout)
-        .count();
+    let timeouts = common::timeouts(&err);
     assert_eq!(timeouts, 2, "{err}");
     let clean = eventually(Duration::from_secs(2), || async {
         holders(&c, &[0, 1, 2], "dark").await == 0

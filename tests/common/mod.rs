@@ -92,3 +92,11 @@ pub async fn cycle(locks: &Quorlock, resource: &str, ttl: Duration) {
         .await
         .expect("release");
 }
+
+/// How many masters timed out in the (last) round of a failed acquire.
+pub fn timeouts(err: &quorlock::AcquireError) -> usize {
+    err.failures()
+        .iter()
+        .filter(|f| f.kind == quorlock::NodeErrorKind::Timeout)
+        .count()
+}
