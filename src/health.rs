@@ -193,8 +193,7 @@ impl Health {
             }
         }
         state.run_id = Some(snapshot.run_id.clone());
-        // Whole seconds of uptime round down, so the start we compute is never too early.
-        state.started = observed_at.checked_sub(Duration::from_secs(snapshot.uptime_secs));
+        state.started = latest_start(observed_at, snapshot.uptime_secs);
         state.fsync_always = fsync_always;
         // Only a check that no reconnect interleaved with vouches for the current connection.
         if node.disconnects() == before {
@@ -313,6 +312,18 @@ impl Health {
         }
         false
     }
+}
+
+/// The earliest instant the master can have started, given an `uptime_in_seconds` read at
+/// `observed_at`, pushed as late as that reading allows so the grace never ends early.
+///
+/// Redis reports uptime as the difference of two whole-second wall-clock readings (now and start),
+/// which overstates the true uptime by up to one second: started at 10.9 s and read at 11.1 s, it
+/// says 1 although 0.2 s passed. The true uptime is therefore more than `uptime_secs - 1`, and
+/// counting the start from there is never earlier than the real one. `None` only when the instant
+/// would precede this process's monotonic clock, in which case no grace applies anyway.
+pub(crate) fn latest_start(observed_at: Instant, uptime_secs: u64) -> Option<Instant> {
+    observed_at.checked_sub(Duration::from_secs(uptime_secs.saturating_sub(1)))
 }
 
 /// Starts, in the background, the checks that are due: a master unverified since a reconnect (at
@@ -465,6 +476,27 @@ fn config_value(value: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Redis's uptime is a difference of whole wall-clock seconds: for every real start and read
+    /// time within a few seconds, the start we compute is never before the real one.
+    #[test]
+    fn the_computed_start_is_never_earlier_than_the_real_one() {
+        let base = Instant::now() + Duration::from_secs(100);
+        for start_ms in (0..3_000u64).step_by(7) {
+            for after_ms in (0..4_000u64).step_by(11) {
+                let read_ms = start_ms + after_ms;
+                let reported = read_ms / 1000 - start_ms / 1000;
+                let observed = base + Duration::from_millis(read_ms);
+                let real_start = base + Duration::from_millis(start_ms);
+                let started = latest_start(observed, reported).expect("within the clock");
+                assert!(
+                    started >= real_start,
+                    "start {start_ms} ms, read {read_ms} ms, uptime {reported}: computed too early"
+                );
+                assert!(started <= observed);
+            }
+        }
+    }
 
     #[test]
     fn info_fields_are_read_by_exact_name() {
