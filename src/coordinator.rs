@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::stream::{FuturesUnordered, StreamExt};
+use futures::FutureExt;
 use rand::TryRngCore;
 use tracing::{debug, field, instrument, warn, Span};
 
@@ -515,6 +516,14 @@ impl Inner {
         }
         loop {
             if enough.is_some_and(|enough| out.held >= enough) && !pending.is_empty() {
+                // Replies already in are counted here: a task is spawned only for masters that
+                // have not answered yet.
+                while let Some(Some((node, result))) = pending.next().now_or_never() {
+                    self.count_release(&mut out, node, result);
+                }
+                if pending.is_empty() {
+                    break;
+                }
                 if let Ok(handle) = tokio::runtime::Handle::try_current() {
                     let inner = Arc::clone(self);
                     handle.spawn(async move {

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 
@@ -170,11 +171,19 @@ impl Node {
     }
 
     /// Runs one request with the per-node timeout and classifies its failure.
-    async fn bounded<T, F>(&self, timeout: Duration, request: F) -> Result<T, NodeErrorKind>
+    ///
+    /// Not an `async fn`: one would keep `request` in its state next to the timeout that owns it,
+    /// doubling the size of every per-master future a fan-out allocates (the connection manager's
+    /// own request future is over a kilobyte).
+    fn bounded<T, F>(
+        &self,
+        timeout: Duration,
+        request: F,
+    ) -> impl Future<Output = Result<T, NodeErrorKind>> + use<'_, T, F>
     where
         F: Future<Output = Result<T, RedisError>>,
     {
-        match tokio::time::timeout(timeout, request).await {
+        tokio::time::timeout(timeout, request).map(move |outcome| match outcome {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => {
                 let kind = classify(&err);
@@ -187,26 +196,31 @@ impl Node {
                 Err(kind)
             }
             Err(_) => Err(NodeErrorKind::Timeout),
-        }
+        })
     }
 
     /// Sends an already built command and returns the raw reply.
-    pub(crate) async fn query(&self, cmd: &redis::Cmd) -> Result<Value, NodeErrorKind> {
+    pub(crate) fn query<'a>(
+        &'a self,
+        cmd: &'a redis::Cmd,
+    ) -> impl Future<Output = Result<Value, NodeErrorKind>> + use<'a> {
         let mut conn = self.conn.clone();
         self.bounded(self.timeout, async move {
             conn.send_packed_command(cmd).await?.extract_error()
         })
-        .await
     }
 
     /// `SET key token NX PX ttl`, pre-built once per round: `Ok` when we got the key.
-    pub(crate) async fn set_nx(&self, cmd: &redis::Cmd) -> Result<(), NodeErrorKind> {
-        match self.query(cmd).await? {
+    pub(crate) fn set_nx<'a>(
+        &'a self,
+        cmd: &'a redis::Cmd,
+    ) -> impl Future<Output = Result<(), NodeErrorKind>> + use<'a> {
+        self.query(cmd).map(|reply| match reply? {
             Value::Okay => Ok(()),
             Value::SimpleString(s) if s == "OK" => Ok(()),
             Value::Nil => Err(NodeErrorKind::Held),
             other => Err(NodeErrorKind::Protocol(format!("SET NX answered {other:?}"))),
-        }
+        })
     }
 
     /// Runs a compare-and-act script and reads its 1 / 0 / -1 answer.
@@ -296,5 +310,39 @@ pub(crate) fn classify(err: &RedisError) -> NodeErrorKind {
     match err.kind() {
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => NodeErrorKind::Protocol(describe(err)),
         _ => NodeErrorKind::Server(describe(err)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fan-out allocates one of these futures per master per round and per release, so each
+    /// must hold the connection manager's request future once: an `async fn` wrapper that keeps
+    /// its argument next to the timeout owning it doubles the allocation and the copy.
+    #[tokio::test]
+    async fn per_master_futures_hold_the_request_once() {
+        let node = Node::new(
+            0,
+            "redis://127.0.0.1:1",
+            Duration::from_millis(50),
+            Duration::from_millis(50),
+        )
+        .expect("valid url");
+        let cmd = redis::cmd("PING");
+        let mut conn = node.conn.clone();
+        let request = std::mem::size_of_val(&conn.send_packed_command(&cmd));
+        let call = crate::lua::RELEASE.call(1, 2, 2).arg("k").arg("t");
+        let sizes = [
+            ("query", std::mem::size_of_val(&node.query(&cmd))),
+            ("set_nx", std::mem::size_of_val(&node.set_nx(&cmd))),
+            ("run_script", std::mem::size_of_val(&node.run_script(&call))),
+        ];
+        for (name, size) in sizes {
+            assert!(
+                size < request * 3 / 2,
+                "{name}: {size} bytes for a {request}-byte request future"
+            );
+        }
     }
 }
