@@ -30,6 +30,9 @@ pub(crate) const RELEASE_SCRIPT: &str = include_str!("scripts/release.lua");
 /// Compare-and-PEXPIRE.
 pub(crate) const EXTEND_SCRIPT: &str = include_str!("scripts/extend.lua");
 
+/// Requests a master's shared connection queues before senders wait for room (redis-rs: 50).
+const PIPELINE_BUFFER: usize = 1024;
+
 /// What a compare-and-act script found on one master.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Found {
@@ -136,7 +139,8 @@ impl Node {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(connect_timeout))
             .set_response_timeout(None)
-            .set_number_of_retries(0);
+            .set_number_of_retries(0)
+            .set_pipeline_buffer_size(PIPELINE_BUFFER);
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
             .map_err(|e| invalid(describe(&e)))?;
         Ok(Self {

@@ -18,6 +18,9 @@ use redis::{AsyncConnectionConfig, Value};
 /// quorlock's compare-and-delete script, byte for byte.
 pub const RELEASE_SCRIPT: &str = include_str!("../../src/scripts/release.lua");
 
+/// Requests queued per connection before senders wait, as quorlock's `node.rs` sets it.
+pub const PIPELINE_BUFFER: usize = 1024;
+
 /// The lock TTL every benchmark uses: long enough that no lock expires mid-sample.
 pub const TTL: Duration = Duration::from_secs(10);
 
@@ -154,6 +157,19 @@ pub async fn quorlock_once(locks: &Quorlock, key: &str) -> Result<(Duration, Dur
 /// master concurrently, over one multiplexed connection per master, with no lock logic at all.
 pub struct Floor {
     conns: Vec<MultiplexedConnection>,
+    /// The SHA1 of quorlock's release script, loaded on every master at connect.
+    release_sha: String,
+}
+
+/// How the floor releases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloorRelease {
+    /// `DEL key`: no ownership check.
+    Del,
+    /// quorlock's compare-and-delete script, source sent every time (`EVAL`).
+    Eval,
+    /// quorlock's compare-and-delete script by SHA1 (`EVALSHA`), as quorlock sends it.
+    EvalSha,
 }
 
 impl Floor {
@@ -161,7 +177,10 @@ impl Floor {
     pub async fn connect(cluster: &Cluster, timeout: Duration) -> Floor {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(timeout));
+            .set_response_timeout(Some(timeout))
+            // The same queue depth quorlock gives its connections: the floor must not be slowed
+            // by a setting the lock is free to change.
+            .set_pipeline_buffer_size(PIPELINE_BUFFER);
         let mut conns = Vec::new();
         for url in cluster.urls() {
             let client = redis::Client::open(url.as_str()).unwrap_or_else(|e| {
@@ -177,21 +196,31 @@ impl Floor {
                 });
             conns.push(conn);
         }
-        Floor { conns }
+        let mut release_sha = String::new();
+        for conn in &mut conns {
+            let mut load = redis::cmd("SCRIPT");
+            load.arg("LOAD").arg(RELEASE_SCRIPT);
+            release_sha = load.query_async(conn).await.unwrap_or_else(|e| {
+                eprintln!("cannot load the release script: {e}");
+                std::process::exit(1);
+            });
+        }
+        Floor { conns, release_sha }
     }
 
     /// One floor acquire + release; returns the two phase times. Fails unless every SET said OK.
     pub async fn once(&self, key: &str) -> Result<(Duration, Duration), String> {
-        self.once_with(key, false).await
+        self.once_with(key, FloorRelease::Del).await
     }
 
     /// The floor with quorlock's own release command (the compare-and-delete script sent as
     /// `EVAL`) in place of `DEL`: what the wire format costs, without any client logic.
     pub async fn once_script(&self, key: &str) -> Result<(Duration, Duration), String> {
-        self.once_with(key, true).await
+        self.once_with(key, FloorRelease::Eval).await
     }
 
-    async fn once_with(&self, key: &str, script: bool) -> Result<(Duration, Duration), String> {
+    /// One floor cycle releasing as `release` says.
+    pub async fn once_with(&self, key: &str, how: FloorRelease) -> Result<(Duration, Duration), String> {
         let token = token();
         let ttl_ms = TTL.as_millis() as u64;
         let t0 = Instant::now();
@@ -204,18 +233,25 @@ impl Floor {
         }))
         .await;
         let t1 = Instant::now();
-        let release = if script {
-            let mut eval = redis::cmd("EVAL");
-            eval.arg(RELEASE_SCRIPT)
-                .arg(1)
-                .arg(key)
-                .arg(&token)
-                .arg(format!("quorlock:released:{key}"));
-            eval
-        } else {
-            let mut del = redis::cmd("DEL");
-            del.arg(key);
-            del
+        let release = match how {
+            FloorRelease::Del => {
+                let mut del = redis::cmd("DEL");
+                del.arg(key);
+                del
+            }
+            FloorRelease::Eval | FloorRelease::EvalSha => {
+                let (name, script) = match how {
+                    FloorRelease::Eval => ("EVAL", RELEASE_SCRIPT),
+                    _ => ("EVALSHA", self.release_sha.as_str()),
+                };
+                let mut eval = redis::cmd(name);
+                eval.arg(script)
+                    .arg(1)
+                    .arg(key)
+                    .arg(&token)
+                    .arg(format!("quorlock:released:{key}"));
+                eval
+            }
         };
         let deleted = join_all(self.conns.iter().map(|c| {
             let mut c = c.clone();
