@@ -42,11 +42,12 @@ const PAUSED_SAMPLE_LIMIT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lib {
     Floor,
-    /// The floor releasing with quorlock's compare-and-delete script by SHA1 (row 3 only).
-    ScriptFloor,
     Quorlock,
     Rslock,
     Redlock,
+    /// The floor releasing with quorlock's compare-and-delete script by SHA1 (row 3 only). Last:
+    /// the other rows index arrays by the first four.
+    ScriptFloor,
 }
 
 impl Lib {

@@ -5,7 +5,9 @@
 //! and no lock on the connection. Every command is bounded by the per-node timeout, so a master that
 //! is paused, blackholed or refusing connections costs at most that long and never holds up the
 //! requests sent to the other masters, which run concurrently. A refused connection fails at once
-//! and is retried on the next command; it never blocks on a multi-second reconnect loop.
+//! and is retried on the next command; it never blocks on a multi-second reconnect loop. Each
+//! connection queues up to [`PIPELINE_BUFFER`] requests before a sender has to wait for room:
+//! redis-rs's default of 50 made hundreds of concurrent tasks park on the queue and wake again.
 //!
 //! A plain lock's release and extend go out as `EVALSHA` once this connection has run them as
 //! `EVAL` (see `lua.rs`): a master restart always drops the connection and starts a new epoch here,
