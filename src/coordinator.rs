@@ -233,7 +233,8 @@ impl Inner {
     }
 
     /// Makes attempts with `round` until one succeeds, one fails for good, or the retry plan runs
-    /// out; between attempts it awaits `pause` with the jittered delay (a kind may wake earlier).
+    /// out; between attempts it awaits `pause` with the jittered delay and whether another holder
+    /// refused the attempt (a kind may wake earlier).
     pub(crate) async fn retrying<F, Fut, P, PFut>(
         &self,
         resource: &str,
@@ -243,7 +244,7 @@ impl Inner {
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<Guard, AcquireError>>,
-        P: Fn(Duration) -> PFut,
+        P: Fn(Duration, bool) -> PFut,
         PFut: Future<Output = ()>,
     {
         let plan = self.config.retry;
@@ -263,7 +264,7 @@ impl Inner {
             match plan.next_delay(attempts, started.elapsed(), delay) {
                 Some(delay) => {
                     debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying");
-                    pause(delay).await;
+                    pause(delay, err.is_contended()).await;
                 }
                 None => {
                     return Err(AcquireError::Exhausted {

@@ -18,6 +18,10 @@
 //! masters this process listens to has announced it (so the retry finds the key free on a
 //! majority rather than racing the release on the slower masters); many waiters do not stampede. When no master accepts the subscription, the wait falls back to jittered polling with
 //! the configured retry delay, with a warning.
+//!
+//! The lock kinds that retry through `Inner::retrying` (reentrant, multi-resource, fenced) use
+//! [`ReleaseWake`]: the same shared subscriptions, on the kinds' own keys, with the retry delay as
+//! the fallback.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -339,6 +343,75 @@ impl Drop for Waiter {
                 }
             });
         }
+    }
+}
+
+/// Wakes the retrying acquire of a lock kind (reentrant, multi-resource, fenced) when a release of
+/// one of its keys is announced, instead of leaving it to sleep out the jittered retry delay.
+///
+/// The first pause after an attempt refused by another holder subscribes to the keys' release
+/// channels and returns at once, so a release announced between that attempt and the subscription
+/// is not missed. Later pauses last the retry delay unless a release is announced first. With
+/// announcements switched off, or when no master accepts the subscription (warned once), every
+/// pause is the plain delay. The fallback stays the retry delay rather than the key's PTTL: a
+/// kind's keys are hashes or sets of keys whose expiry says less about when the lock frees.
+pub(crate) struct ReleaseWake<'a> {
+    inner: &'a Inner,
+    keys: Vec<String>,
+    /// `None` until the first contended pause; then the subscriptions (empty when unavailable).
+    waiters: Mutex<Option<Arc<Vec<Waiter>>>>,
+}
+
+impl<'a> ReleaseWake<'a> {
+    /// Prepares to listen for releases of `keys`; nothing is subscribed yet.
+    pub(crate) fn new(inner: &'a Inner, keys: Vec<String>) -> Self {
+        Self {
+            inner,
+            keys,
+            waiters: Mutex::new(None),
+        }
+    }
+
+    /// Pauses for up to `delay` after a failed attempt; `contended` says whether another holder
+    /// refused it (only then is subscribing worth it).
+    pub(crate) async fn pause(&self, delay: Duration, contended: bool) {
+        let until = tokio::time::Instant::now() + delay;
+        if !self.inner.config.wake_on_release {
+            tokio::time::sleep_until(until).await;
+            return;
+        }
+        let timeout = self.inner.config.node_timeout;
+        let current = lock(&self.waiters).clone();
+        let waiters = match current {
+            None if contended => {
+                let fresh: Vec<Waiter> = self.keys.iter().map(|k| self.inner.waits.waiter(k)).collect();
+                let listening = futures::future::join_all(fresh.iter().map(|w| w.listen(timeout))).await;
+                if listening.iter().all(|n| *n == 0) {
+                    if !self.inner.waits.hub.warned.swap(true, Ordering::Relaxed) {
+                        warn!(
+                            "release announcements are unavailable on every master; falling back to polling"
+                        );
+                    }
+                    *lock(&self.waiters) = Some(Arc::new(Vec::new()));
+                    tokio::time::sleep_until(until).await;
+                } else {
+                    // Subscribed now: try again at once, in case the release came in between.
+                    *lock(&self.waiters) = Some(Arc::new(fresh));
+                }
+                return;
+            }
+            Some(waiters) if !waiters.is_empty() => waiters,
+            _ => {
+                tokio::time::sleep_until(until).await;
+                return;
+            }
+        };
+        // Re-subscribes on masters that reconnected; a no-op otherwise.
+        futures::future::join_all(waiters.iter().map(|w| w.listen(timeout))).await;
+        let woken = futures::future::select_all(waiters.iter().map(|w| Box::pin(w.woken_before(until))))
+            .await
+            .0;
+        debug!(woken, "kind retrying after a wait");
     }
 }
 

@@ -3,10 +3,10 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{builder, cluster, holders, locks};
+use futures::FutureExt;
 use quorlock::Quorlock;
 use quorlock_chaos::Cluster;
 use redis::AsyncCommands;
@@ -40,52 +40,10 @@ async fn reset_stats(c: &Cluster) {
 
 #[tokio::test]
 async fn a_woken_waiter_acquires_before_a_polling_waiter_would_have_retried() {
-    let c = cluster(3).await;
-    let holder = locks(&c).await;
-    // Both waiters would sleep 3 s between attempts when polling.
-    let woken = builder(&c)
-        .retry_delay(Duration::from_secs(3))
-        .retry_jitter(Duration::ZERO)
-        .wait(Duration::from_secs(8))
-        .build()
-        .await
-        .expect("build");
-    let polling = builder(&c)
-        .retry_delay(Duration::from_secs(3))
-        .retry_jitter(Duration::ZERO)
-        .wait(Duration::from_secs(8))
-        .wake_on_release(false)
-        .build()
-        .await
-        .expect("build");
-    let a = holder.acquire("handoff:a", HOLD).await.expect("hold a");
-    let b = holder.acquire("handoff:b", HOLD).await.expect("hold b");
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let wait_on = |locks: Quorlock, resource: &'static str, name: &'static str| {
-        let order = Arc::clone(&order);
-        tokio::spawn(async move {
-            let guard = locks
-                .acquire(resource, HOLD)
-                .await
-                .expect("acquire after release");
-            order.lock().unwrap().push(name);
-            guard
-        })
-    };
-    let woken_task = wait_on(woken, "handoff:a", "woken");
-    let polling_task = wait_on(polling, "handoff:b", "polling");
-    // Both have made their first attempts and are waiting.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(order.lock().unwrap().is_empty());
-    order.lock().unwrap().push("released");
-    let (ra, rb) = tokio::join!(a.release(), b.release());
-    ra.expect("release a");
-    rb.expect("release b");
-    let woken_guard = woken_task.await.expect("task");
-    let polling_guard = polling_task.await.expect("task");
-    assert_eq!(*order.lock().unwrap(), vec!["released", "woken", "polling"]);
-    woken_guard.release().await.expect("release");
-    polling_guard.release().await.expect("release");
+    common::woken_before_polling(|locks, resource| {
+        async move { locks.acquire(resource, HOLD).await }.boxed()
+    })
+    .await;
 }
 
 #[tokio::test]

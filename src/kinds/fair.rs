@@ -392,7 +392,7 @@ impl Quorlock {
         let cap = options.heartbeat / 3;
         let heartbeat_ms = ttl_millis(options.heartbeat);
         let wake = Wake::start(&self.inner, &waiter);
-        let pause = |delay: Duration| wake.pause(delay.min(cap));
+        let pause = |delay: Duration, _contended: bool| wake.pause(delay.min(cap));
         let wait = self.inner.retrying(resource, pause, || {
             round(&self.inner, resource, &waiter, timing, heartbeat_ms)
         });

@@ -23,6 +23,7 @@ use crate::core::Timing;
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::guard::Guard;
 use crate::ops::LockOps;
+use crate::wait::ReleaseWake;
 use crate::Quorlock;
 
 const ACQUIRE_SCRIPT: &str = include_str!("../scripts/multi_acquire.lua");
@@ -141,10 +142,14 @@ impl Quorlock {
         S: AsRef<str>,
     {
         let (set, timing) = ResourceSet::checked(&self.inner, resources, ttl)?;
+        let keys = set.names.iter().map(|r| self.inner.key(r)).collect();
+        let wake = ReleaseWake::new(&self.inner, keys);
         self.inner
-            .retrying(&set.label, tokio::time::sleep, || {
-                round(&self.inner, &set, timing)
-            })
+            .retrying(
+                &set.label,
+                |delay, contended| wake.pause(delay, contended),
+                || round(&self.inner, &set, timing),
+            )
             .await
     }
 

@@ -2,9 +2,11 @@
 //! tuned for tests (short retry delays, a node timeout generous enough for a loaded CI machine).
 #![allow(dead_code)]
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use quorlock::{Quorlock, QuorlockBuilder};
+use futures::future::BoxFuture;
+use quorlock::{AcquireError, Guard, Quorlock, QuorlockBuilder};
 use quorlock_chaos::Cluster;
 use redis::AsyncCommands;
 
@@ -99,4 +101,54 @@ pub fn timeouts(err: &quorlock::AcquireError) -> usize {
         .iter()
         .filter(|f| f.kind == quorlock::NodeErrorKind::Timeout)
         .count()
+}
+
+/// An acquire of one kind on a resource, by a fresh owner where the kind has owners.
+pub type Acquire = fn(Quorlock, &'static str) -> BoxFuture<'static, Result<Guard, AcquireError>>;
+
+/// A client that would sleep 3 s between attempts when polling.
+pub async fn waiter(c: &Cluster, wake_on_release: bool) -> Quorlock {
+    builder(c)
+        .retry_delay(Duration::from_secs(3))
+        .retry_jitter(Duration::ZERO)
+        .wait(Duration::from_secs(8))
+        .wake_on_release(wake_on_release)
+        .build()
+        .await
+        .expect("build")
+}
+
+/// The holder takes `a` and `b` with `acquire`; a waking client waits for `a`, a polling one for
+/// `b`; both are released together. The waking client must acquire first.
+pub async fn woken_before_polling(acquire: Acquire) {
+    let c = cluster(3).await;
+    let holder = locks(&c).await;
+    let a = acquire(holder.clone(), "wait:woken:a").await.expect("hold a");
+    let b = acquire(holder.clone(), "wait:woken:b").await.expect("hold b");
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let wait_on = |locks: Quorlock, resource: &'static str, name: &'static str| {
+        let order = Arc::clone(&order);
+        tokio::spawn(async move {
+            let guard = acquire(locks, resource).await.expect("acquire after release");
+            order.lock().unwrap().push(name);
+            guard
+        })
+    };
+    // The polling client starts first: were the waking one polling too, its retry would come
+    // after the polling one's.
+    let polling_task = wait_on(waiter(&c, false).await, "wait:woken:b", "polling");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let woken_task = wait_on(waiter(&c, true).await, "wait:woken:a", "woken");
+    // Both have made their first attempts and are waiting.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(order.lock().unwrap().is_empty(), "nobody passes the holder");
+    order.lock().unwrap().push("released");
+    let (ra, rb) = tokio::join!(a.release(), b.release());
+    ra.expect("release a");
+    rb.expect("release b");
+    let woken_guard = woken_task.await.expect("task");
+    let polling_guard = polling_task.await.expect("task");
+    assert_eq!(*order.lock().unwrap(), vec!["released", "woken", "polling"]);
+    woken_guard.release().await.expect("release");
+    polling_guard.release().await.expect("release");
 }
