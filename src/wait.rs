@@ -103,12 +103,17 @@ struct Channel {
     last: Mutex<Option<(String, usize)>>,
     /// Per master, the connection generation this channel is subscribed on (0: none).
     subscribed: Mutex<Vec<u64>>,
+    /// Fair waiters listening for a message that names them (their ticket id), each woken by
+    /// every such message rather than by a majority's announcement of a token.
+    named: Mutex<HashMap<String, Arc<Notify>>>,
 }
 
 /// A waiter's subscription to one key's release channel; unsubscribes when the last one goes.
 pub(crate) struct Waiter {
     hub: Arc<Hub>,
     channel: Arc<Channel>,
+    /// The payload this waiter listens for by name, if any (see [`Waiter::named`]).
+    name: Option<(String, Arc<Notify>)>,
 }
 
 impl fmt::Debug for Waits {
@@ -153,11 +158,13 @@ impl Waits {
                 wake: Notify::new(),
                 last: Mutex::new(None),
                 subscribed: Mutex::new(vec![0; self.hub.masters.len()]),
+                named: Mutex::new(HashMap::new()),
             })
         }));
         Waiter {
             hub: Arc::clone(&self.hub),
             channel,
+            name: None,
         }
     }
 }
@@ -174,6 +181,9 @@ impl Hub {
             return;
         };
         let token: String = msg.get_payload().unwrap_or_default();
+        if let Some(named) = lock(&channel.named).get(&token) {
+            named.notify_one();
+        }
         let listening = lock(&channel.subscribed).iter().filter(|g| **g != 0).count();
         let needed = quorum(self.masters.len()).min(listening).max(1);
         {
@@ -320,10 +330,26 @@ impl Waiter {
             .await
             .is_ok()
     }
+
+    /// Wakes the returned `Notify` on every message of this channel whose payload is `name` (a
+    /// fair waiter's ticket id), until this waiter is dropped.
+    pub(crate) fn named(&mut self, name: &str) -> Arc<Notify> {
+        let notify = Arc::new(Notify::new());
+        lock(&self.channel.named).insert(name.to_owned(), Arc::clone(&notify));
+        self.name = Some((name.to_owned(), Arc::clone(&notify)));
+        notify
+    }
 }
 
 impl Drop for Waiter {
     fn drop(&mut self) {
+        if let Some((name, ours)) = self.name.take() {
+            let mut named = lock(&self.channel.named);
+            // Only our own registration: another waiter may have reused the name since.
+            if named.get(&name).is_some_and(|n| Arc::ptr_eq(n, &ours)) {
+                named.remove(&name);
+            }
+        }
         let mut channels = self.hub.channels();
         // Ours and the map's are the only references left: the last waiter is leaving.
         let last = Arc::strong_count(&self.channel) == 2

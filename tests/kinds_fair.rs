@@ -96,6 +96,13 @@ async fn eight_waiters_are_served_in_ticket_order() {
     );
     let ids: Vec<String> = expected.iter().map(|t| t.id().to_owned()).collect();
     assert_eq!(queue(&c, 1).await, ids, "the queue is in ticket order");
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            subscribers(&c, 0).await == 1 && subscribers(&c, 2).await == 1
+        })
+        .await,
+        "the eight waiters of one client share one subscription per master"
+    );
     first.release().await.expect("release the first holder");
     for task in tasks {
         task.await.expect("waiter task").expect("every waiter is served");

@@ -25,7 +25,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt;
 use rand::Rng;
 use redis::Cmd;
 use tokio::sync::Notify;
@@ -38,6 +37,7 @@ use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::guard::Guard;
 use crate::node::EXTEND_SCRIPT;
 use crate::ops::LockOps;
+use crate::wait::Waiter;
 use crate::Quorlock;
 
 /// How long a waiter stays in the queue without a heartbeat by default: 5 s. A waiter refreshes it
@@ -227,37 +227,53 @@ impl LockOps for FairWaiter {
 
 /// Wakes a waiting fair acquire as soon as a release or a leave names its ticket.
 ///
-/// A background task subscribes to the lock's release channel on every master it can reach and
-/// raises `turn` when a message carries our ticket id. Between rounds the waiter sleeps until that
-/// or its jittered delay, whichever comes first: the delay stays the fallback (a master that could
-/// not be subscribed to, a message missed while connecting), so waking is only ever faster.
+/// The wait listens on the lock's release channel through the process's shared pub/sub
+/// connections (one per master, see `wait.rs`), for messages that carry our ticket id: however many
+/// fair waiters a process has, each master sees one subscriber. The subscription starts in the
+/// background at once, so a release right after the first round is not missed, and is renewed
+/// before each pause on masters that reconnected. Between rounds the waiter sleeps until its turn is
+/// announced or its jittered delay ends, whichever comes first: the delay stays the fallback (a
+/// master that could not be subscribed to, a message missed while connecting), so waking is only
+/// ever faster.
 struct Wake {
+    waiter: Arc<Waiter>,
     turn: Arc<Notify>,
-    listener: Option<tokio::task::JoinHandle<()>>,
+    timeout: Duration,
+    subscribing: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Wake {
     fn start(inner: &Inner, waiter: &FairWaiter) -> Self {
-        let turn = Arc::new(Notify::new());
-        let clients: Vec<redis::Client> = inner.nodes.iter().map(|n| n.client().clone()).collect();
-        let listener = tokio::runtime::Handle::try_current().ok().map(|handle| {
-            handle.spawn(listen(
-                clients,
-                waiter.channel.clone(),
-                waiter.ticket.id.clone(),
-                Arc::clone(&turn),
-                inner.config.connect_timeout,
-            ))
+        let mut listener = inner.waits.waiter(&waiter.keys[0]);
+        let turn = listener.named(&waiter.ticket.id);
+        let listener = Arc::new(listener);
+        let timeout = inner.config.node_timeout;
+        // In the background nothing waits on it: a first connection gets the connect timeout.
+        let first = inner.config.connect_timeout;
+        let subscribing = tokio::runtime::Handle::try_current().ok().map(|handle| {
+            let listener = Arc::clone(&listener);
+            handle.spawn(async move {
+                let masters = listener.listen(first).await;
+                debug!(masters, "listening for our turn");
+            })
         });
-        Self { turn, listener }
+        Self {
+            waiter: listener,
+            turn,
+            timeout,
+            subscribing,
+        }
     }
 
     /// Sleeps for `delay`, or less if our turn is announced meanwhile (or was, since the last pause).
     fn pause(&self, delay: Duration) -> impl Future<Output = ()> + 'static {
-        let turn = Arc::clone(&self.turn);
+        let (turn, waiter, timeout) = (Arc::clone(&self.turn), Arc::clone(&self.waiter), self.timeout);
         async move {
+            let until = tokio::time::Instant::now() + delay;
+            // Re-subscribes on masters that reconnected; a no-op otherwise.
+            waiter.listen(timeout).await;
             tokio::select! {
-                () = tokio::time::sleep(delay) => {}
+                () = tokio::time::sleep_until(until) => {}
                 () = turn.notified() => debug!("woken by a release naming our ticket"),
             }
         }
@@ -266,45 +282,8 @@ impl Wake {
 
 impl Drop for Wake {
     fn drop(&mut self) {
-        if let Some(listener) = self.listener.take() {
-            listener.abort();
-        }
-    }
-}
-
-/// Subscribes to `channel` on every master it can reach within `timeout` and raises `turn` for
-/// every message naming `ticket`.
-async fn listen(
-    clients: Vec<redis::Client>,
-    channel: String,
-    ticket: String,
-    turn: Arc<Notify>,
-    timeout: Duration,
-) {
-    let subscriptions = clients.iter().map(|client| {
-        let channel = channel.as_str();
-        async move {
-            let mut pubsub = tokio::time::timeout(timeout, client.get_async_pubsub())
-                .await
-                .ok()?
-                .ok()?;
-            tokio::time::timeout(timeout, pubsub.subscribe(channel))
-                .await
-                .ok()?
-                .ok()?;
-            Some(Box::pin(pubsub.into_on_message()))
-        }
-    });
-    let streams: Vec<_> = futures::future::join_all(subscriptions)
-        .await
-        .into_iter()
-        .flatten()
-        .collect();
-    debug!(masters = streams.len(), "listening for our turn");
-    let mut messages = futures::stream::select_all(streams);
-    while let Some(message) = messages.next().await {
-        if message.get_payload::<String>().is_ok_and(|id| id == ticket) {
-            turn.notify_one();
+        if let Some(subscribing) = self.subscribing.take() {
+            subscribing.abort();
         }
     }
 }
@@ -377,7 +356,8 @@ impl Quorlock {
     /// Acquires the fair lock on `resource` for `ttl` with `options`, waiting in its queue and
     /// retrying like [`Quorlock::acquire`] (at least every third of the heartbeat). A release that
     /// names this waiter's ticket wakes it at once, through a subscription to the lock's release
-    /// channel on each master, held for the length of the wait.
+    /// channel on each master, held for the length of the wait on the pub/sub connections every
+    /// waiter of the process shares.
     ///
     /// # Errors
     /// As [`Quorlock::acquire_fair`]; [`InputError::ZeroHeartbeat`] for a zero heartbeat.
