@@ -314,8 +314,8 @@ impl Health {
     }
 }
 
-/// The earliest instant the master can have started, given an `uptime_in_seconds` read at
-/// `observed_at`, pushed as late as that reading allows so the grace never ends early.
+/// When the master started, as late as an `uptime_in_seconds` read at `observed_at` allows: never
+/// before its real start, so the grace counted from it never ends early.
 ///
 /// Redis reports uptime as the difference of two whole-second wall-clock readings (now and start),
 /// which overstates the true uptime by up to one second: started at 10.9 s and read at 11.1 s, it

@@ -180,7 +180,8 @@ impl Node {
     ///
     /// Not an `async fn`: one would keep `request` in its state next to the timeout that owns it,
     /// doubling the size of every per-master future a fan-out allocates (the connection manager's
-    /// own request future is over a kilobyte).
+    /// own request future is over a kilobyte). The timeout starts when this is called, and needs a
+    /// Tokio runtime then: build the future where it is polled.
     fn bounded<T, F>(
         &self,
         timeout: Duration,

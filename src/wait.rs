@@ -106,6 +106,9 @@ struct Channel {
     /// Fair waiters listening for a message that names them (their ticket id), each woken by
     /// every such message rather than by a majority's announcement of a token.
     named: Mutex<HashMap<String, Arc<Notify>>>,
+    /// How many releases a majority has announced: every kind waiter ([`ReleaseWake`]) watches it,
+    /// so none of them takes the one wake-up a plain waiter of the same key is owed.
+    released: tokio::sync::watch::Sender<u64>,
 }
 
 /// A waiter's subscription to one key's release channel; unsubscribes when the last one goes.
@@ -159,6 +162,7 @@ impl Waits {
                 last: Mutex::new(None),
                 subscribed: Mutex::new(vec![0; self.hub.masters.len()]),
                 named: Mutex::new(HashMap::new()),
+                released: tokio::sync::watch::Sender::new(0),
             })
         }));
         Waiter {
@@ -203,7 +207,8 @@ impl Hub {
             }
         }
         debug!(channel = name, "release announced by a majority");
-        // One waiter per release: the rest wait for the next one (or their fallback).
+        channel.released.send_modify(|n| *n = n.wrapping_add(1));
+        // One plain waiter per release: the rest wait for the next one (or their fallback).
         channel.wake.notify_one();
     }
 }
@@ -331,6 +336,11 @@ impl Waiter {
             .is_ok()
     }
 
+    /// Watches how many releases a majority has announced on this channel.
+    pub(crate) fn releases(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.channel.released.subscribe()
+    }
+
     /// Wakes the returned `Notify` on every message of this channel whose payload is `name` (a
     /// fair waiter's ticket id), until this waiter is dropped.
     pub(crate) fn named(&mut self, name: &str) -> Arc<Notify> {
@@ -384,8 +394,20 @@ impl Drop for Waiter {
 pub(crate) struct ReleaseWake<'a> {
     inner: &'a Inner,
     keys: Vec<String>,
-    /// `None` until the first contended pause; then the subscriptions (empty when unavailable).
-    waiters: Mutex<Option<Arc<Vec<Waiter>>>>,
+    /// `None` until the first contended pause; then the subscriptions (none when unavailable).
+    listening: Mutex<Option<Arc<Listening>>>,
+}
+
+/// A kind waiter's subscriptions, and the release counts of their channels it has seen.
+struct Listening {
+    waiters: Vec<Waiter>,
+    seen: Mutex<Vec<u64>>,
+}
+
+impl Listening {
+    fn counts(&self) -> Vec<u64> {
+        self.waiters.iter().map(|w| *w.releases().borrow()).collect()
+    }
 }
 
 impl<'a> ReleaseWake<'a> {
@@ -394,7 +416,7 @@ impl<'a> ReleaseWake<'a> {
         Self {
             inner,
             keys,
-            waiters: Mutex::new(None),
+            listening: Mutex::new(None),
         }
     }
 
@@ -407,36 +429,52 @@ impl<'a> ReleaseWake<'a> {
             return;
         }
         let timeout = self.inner.config.node_timeout;
-        let current = lock(&self.waiters).clone();
-        let waiters = match current {
+        let current = lock(&self.listening).clone();
+        let listening = match current {
             None if contended => {
-                let fresh: Vec<Waiter> = self.keys.iter().map(|k| self.inner.waits.waiter(k)).collect();
-                let listening = futures::future::join_all(fresh.iter().map(|w| w.listen(timeout))).await;
-                if listening.iter().all(|n| *n == 0) {
+                let waiters: Vec<Waiter> = self.keys.iter().map(|k| self.inner.waits.waiter(k)).collect();
+                let subscribed = futures::future::join_all(waiters.iter().map(|w| w.listen(timeout))).await;
+                if subscribed.iter().all(|n| *n == 0) {
                     if !self.inner.waits.hub.warned.swap(true, Ordering::Relaxed) {
                         warn!(
                             "release announcements are unavailable on every master; falling back to polling"
                         );
                     }
-                    *lock(&self.waiters) = Some(Arc::new(Vec::new()));
+                    *lock(&self.listening) = Some(Arc::new(Listening {
+                        waiters: Vec::new(),
+                        seen: Mutex::new(Vec::new()),
+                    }));
                     tokio::time::sleep_until(until).await;
                 } else {
                     // Subscribed now: try again at once, in case the release came in between.
-                    *lock(&self.waiters) = Some(Arc::new(fresh));
+                    let listening = Listening {
+                        waiters,
+                        seen: Mutex::new(Vec::new()),
+                    };
+                    *lock(&listening.seen) = listening.counts();
+                    *lock(&self.listening) = Some(Arc::new(listening));
                 }
                 return;
             }
-            Some(waiters) if !waiters.is_empty() => waiters,
+            Some(listening) if !listening.waiters.is_empty() => listening,
             _ => {
                 tokio::time::sleep_until(until).await;
                 return;
             }
         };
-        // Re-subscribes on masters that reconnected; a no-op otherwise.
-        futures::future::join_all(waiters.iter().map(|w| w.listen(timeout))).await;
-        let woken = futures::future::select_all(waiters.iter().map(|w| Box::pin(w.woken_before(until))))
-            .await
-            .0;
+        // Re-subscribes on masters that reconnected (a no-op otherwise), within this pause.
+        let relisten = futures::future::join_all(listening.waiters.iter().map(|w| w.listen(timeout)));
+        let _ = tokio::time::timeout_at(until, relisten).await;
+        let mut watching: Vec<_> = listening.waiters.iter().map(Waiter::releases).collect();
+        let now: Vec<u64> = watching.iter_mut().map(|rx| *rx.borrow_and_update()).collect();
+        let woken = if now == *lock(&listening.seen) {
+            let changed = futures::future::select_all(watching.iter_mut().map(|rx| Box::pin(rx.changed())));
+            tokio::time::timeout_at(until, changed).await.is_ok()
+        } else {
+            // Released since the last pause: retry at once.
+            true
+        };
+        *lock(&listening.seen) = listening.counts();
         debug!(woken, "kind retrying after a wait");
     }
 }
@@ -568,5 +606,86 @@ impl Inner {
             }
             debug!(attempt = attempts, woken, "retrying after a wait");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Listeners of three masters that are never connected: announcements are delivered by hand.
+    fn waits() -> Waits {
+        let nodes: Vec<Node> = (0..3)
+            .map(|i| {
+                Node::new(
+                    i,
+                    "redis://127.0.0.1:1",
+                    Duration::from_millis(50),
+                    Duration::from_millis(50),
+                )
+                .expect("valid url")
+            })
+            .collect();
+        Waits::new(&nodes)
+    }
+
+    fn announce(waits: &Waits, key: &str, payload: &str) {
+        let msg = Msg::from_owned_value(Value::Array(vec![
+            Value::BulkString(b"message".to_vec()),
+            Value::BulkString(release_channel(key).into_bytes()),
+            Value::BulkString(payload.as_bytes().to_vec()),
+        ]))
+        .expect("a pub/sub message");
+        waits.hub.deliver(&msg);
+    }
+
+    /// With no master subscribed, one announcement makes a release (see `Hub::deliver`).
+    #[tokio::test(start_paused = true)]
+    async fn one_release_wakes_one_plain_waiter_and_every_kind_waiter() {
+        let waits = waits();
+        let plain = [waits.waiter("k"), waits.waiter("k")];
+        let kinds = [waits.waiter("k"), waits.waiter("k")];
+        let mut watching: Vec<_> = kinds.iter().map(Waiter::releases).collect();
+        announce(&waits, "k", "token-1");
+        for rx in &mut watching {
+            assert!(
+                rx.has_changed().expect("channel alive"),
+                "every kind waiter sees the release"
+            );
+            rx.borrow_and_update();
+        }
+        let later = tokio::time::Instant::now() + Duration::from_secs(3600);
+        let woken = futures::future::join_all(plain.iter().map(|w| w.woken_before(later))).await;
+        assert_eq!(
+            woken.iter().filter(|w| **w).count(),
+            1,
+            "one plain waiter per release: {woken:?}"
+        );
+        // A second release with another payload is a new release for everyone.
+        announce(&waits, "k", "token-2");
+        for rx in &mut watching {
+            assert!(rx.has_changed().expect("channel alive"));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_named_waiter_is_woken_by_every_message_naming_it_and_no_other() {
+        let waits = waits();
+        let mut mine = waits.waiter("fair");
+        let turn = mine.named("ticket-a");
+        announce(&waits, "fair", "ticket-b");
+        let later = tokio::time::Instant::now() + Duration::from_secs(3600);
+        assert!(
+            tokio::time::timeout_at(later, turn.notified()).await.is_err(),
+            "another ticket's turn does not wake us"
+        );
+        announce(&waits, "fair", "ticket-a");
+        let later = tokio::time::Instant::now() + Duration::from_secs(3600);
+        assert!(tokio::time::timeout_at(later, turn.notified()).await.is_ok());
+        drop(mine);
+        assert!(
+            lock(&waits.hub.channels).is_empty(),
+            "the last waiter takes the channel with it"
+        );
     }
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{builder, cluster, holders, locks};
+use common::{builder, cluster, holders, locks, reset_stats};
 use futures::FutureExt;
 use quorlock::Quorlock;
 use quorlock_chaos::Cluster;
@@ -15,27 +15,7 @@ const HOLD: Duration = Duration::from_secs(10);
 
 /// `SET` calls master `i` has served since its stats were last reset.
 async fn set_calls(c: &Cluster, i: usize) -> u64 {
-    let mut conn = c.client(i).await.expect("connect");
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .expect("INFO");
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_set:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().expect("a count"))
-}
-
-async fn reset_stats(c: &Cluster) {
-    for i in 0..c.len() {
-        let mut conn = c.client(i).await.expect("connect");
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(&mut conn)
-            .await
-            .expect("CONFIG RESETSTAT");
-    }
+    common::calls(c, i, &["set"]).await
 }
 
 #[tokio::test]

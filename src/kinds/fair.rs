@@ -270,8 +270,8 @@ impl Wake {
         let (turn, waiter, timeout) = (Arc::clone(&self.turn), Arc::clone(&self.waiter), self.timeout);
         async move {
             let until = tokio::time::Instant::now() + delay;
-            // Re-subscribes on masters that reconnected; a no-op otherwise.
-            waiter.listen(timeout).await;
+            // Re-subscribes on masters that reconnected (a no-op otherwise), within this pause.
+            let _ = tokio::time::timeout_at(until, waiter.listen(timeout)).await;
             tokio::select! {
                 () = tokio::time::sleep_until(until) => {}
                 () = turn.notified() => debug!("woken by a release naming our ticket"),

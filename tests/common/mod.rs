@@ -134,14 +134,20 @@ pub async fn woken_before_polling(acquire: Acquire) {
             guard
         })
     };
+    let (polling, woken) = (waiter(&c, false).await, waiter(&c, true).await);
+    reset_stats(&c).await;
     // The polling client starts first: were the waking one polling too, its retry would come
     // after the polling one's.
-    let polling_task = wait_on(waiter(&c, false).await, "wait:woken:b", "polling");
+    let polling_task = wait_on(polling, "wait:woken:b", "polling");
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let woken_task = wait_on(waiter(&c, true).await, "wait:woken:a", "woken");
+    let woken_task = wait_on(woken, "wait:woken:a", "woken");
     // Both have made their first attempts and are waiting.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(order.lock().unwrap().is_empty(), "nobody passes the holder");
+    // Waiting is not polling: the polling client made one attempt, the waking one at most two
+    // (the second right after subscribing); each costs at most an acquire and a release per master.
+    let calls = calls(&c, 0, &["set", "eval", "evalsha"]).await;
+    assert!(calls <= 12, "{calls} lock commands on master 0 while waiting");
     order.lock().unwrap().push("released");
     let (ra, rb) = tokio::join!(a.release(), b.release());
     ra.expect("release a");
@@ -151,4 +157,33 @@ pub async fn woken_before_polling(acquire: Acquire) {
     assert_eq!(*order.lock().unwrap(), vec!["released", "woken", "polling"]);
     woken_guard.release().await.expect("release");
     polling_guard.release().await.expect("release");
+}
+
+/// How many calls of the commands `names` master `i` has served since its stats were last reset.
+pub async fn calls(c: &Cluster, i: usize, names: &[&str]) -> u64 {
+    let mut conn = c.client(i).await.expect("connect");
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .expect("INFO");
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+            names.contains(&name).then(|| rest.split(',').next())?
+        })
+        .map(|n| n.parse::<u64>().expect("a count"))
+        .sum()
+}
+
+/// Resets every master's command statistics.
+pub async fn reset_stats(c: &Cluster) {
+    for i in 0..c.len() {
+        let mut conn = c.client(i).await.expect("connect");
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut conn)
+            .await
+            .expect("CONFIG RESETSTAT");
+    }
 }
