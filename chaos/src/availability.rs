@@ -37,6 +37,7 @@ fn effect_time(f: &AppliedFault) -> Duration {
         FaultAction::Kill(_)
         | FaultAction::Pause(_)
         | FaultAction::Blackhole(_)
+        | FaultAction::Reset(_)
         | FaultAction::Partition { .. } => f.finished,
         _ => f.started,
     }
@@ -47,12 +48,14 @@ struct MasterState {
     killed: bool,
     paused: bool,
     blackholed: bool,
+    /// Its proxies reset every connection: no request gets through until the network heals.
+    reset: bool,
     partitioned: bool,
 }
 
 impl MasterState {
     fn reachable(&self) -> bool {
-        !(self.killed || self.paused || self.blackholed || self.partitioned)
+        !(self.killed || self.paused || self.blackholed || self.reset || self.partitioned)
     }
 }
 
@@ -81,6 +84,7 @@ pub fn no_majority_windows(
                 s.paused = false;
             }),
             FaultAction::Blackhole(m) => set(&mut state, *m, |s| s.blackholed = true),
+            FaultAction::Reset(m) => set(&mut state, *m, |s| s.reset = true),
             FaultAction::Partition {
                 group: g,
                 masters: cut,
@@ -92,6 +96,7 @@ pub fn no_majority_windows(
             FaultAction::HealNetwork => {
                 for s in &mut state {
                     s.blackholed = false;
+                    s.reset = false;
                     s.partitioned = false;
                 }
             }
@@ -168,7 +173,10 @@ fn windows_with_mark(applied: &[AppliedFault], run_end: Duration, mark: Duration
             (FaultAction::Kill(a), FaultAction::Restart(b, _)) => a == b,
             (FaultAction::Pause(a), FaultAction::Resume(b) | FaultAction::Restart(b, _)) => a == b,
             (
-                FaultAction::Latency(..) | FaultAction::Blackhole(_) | FaultAction::Partition { .. },
+                FaultAction::Latency(..)
+                | FaultAction::Blackhole(_)
+                | FaultAction::Reset(_)
+                | FaultAction::Partition { .. },
                 FaultAction::HealNetwork,
             ) => true,
             _ => false,
@@ -178,6 +186,7 @@ fn windows_with_mark(applied: &[AppliedFault], run_end: Duration, mark: Duration
             | FaultAction::Pause(_)
             | FaultAction::Latency(..)
             | FaultAction::Blackhole(_)
+            | FaultAction::Reset(_)
             | FaultAction::Partition { .. } => applied[i + 1..]
                 .iter()
                 .find(|later| undone_by(later))
@@ -245,6 +254,58 @@ mod tests {
     fn a_minority_fault_never_opens_a_window() {
         let applied = vec![at(10, FaultAction::Pause(0)), at(10, FaultAction::Blackhole(1))];
         assert!(no_majority_windows(&applied, 5, 0, s(30)).is_empty());
+        let applied = vec![at(10, FaultAction::Reset(3)), at(10, FaultAction::Reset(4))];
+        assert!(no_majority_windows(&applied, 5, 0, s(30)).is_empty());
+        assert!(no_majority_windows(&applied, 5, 1, s(30)).is_empty());
+    }
+
+    #[test]
+    fn reset_masters_are_down_for_every_group_until_the_network_heals() {
+        // A restart does not undo a reset: the proxies in front still reset every connection.
+        let applied = vec![
+            at(5, FaultAction::Reset(0)),
+            at(5, FaultAction::Reset(1)),
+            at(5, FaultAction::Reset(2)),
+            at(8, FaultAction::Restart(0, DataMode::Keep)),
+            at(15, FaultAction::HealNetwork),
+        ];
+        for group in 0..2 {
+            let down = no_majority_windows(&applied, 5, group, s(30));
+            assert_eq!(down, vec![(s(5), s(15))], "group {group}");
+            assert_eq!(heals(&down, s(30)), vec![s(15)]);
+            assert_eq!(majority_windows(&down, s(30)), vec![(s(0), s(5)), (s(15), s(30))]);
+        }
+        // Two resets and a kill make a majority down too; the heal brings back only the resets.
+        let mixed = vec![
+            at(5, FaultAction::Reset(3)),
+            at(5, FaultAction::Reset(4)),
+            at(7, FaultAction::Kill(0)),
+            at(15, FaultAction::HealNetwork),
+            at(20, FaultAction::Restart(0, DataMode::Keep)),
+        ];
+        assert_eq!(no_majority_windows(&mixed, 5, 0, s(30)), vec![(s(7), s(15))]);
+        // Unhealed, the window runs to the end of the run.
+        assert_eq!(
+            no_majority_windows(&applied[..3], 5, 0, s(30)),
+            vec![(s(5), s(30))]
+        );
+    }
+
+    #[test]
+    fn a_reset_counts_only_once_it_has_been_applied() {
+        let applied = vec![
+            AppliedFault {
+                started: s(10),
+                finished: s(11),
+                action: FaultAction::Reset(0),
+            },
+            AppliedFault {
+                started: s(20),
+                finished: s(21),
+                action: FaultAction::HealNetwork,
+            },
+        ];
+        assert_eq!(no_majority_windows(&applied, 1, 0, s(30)), vec![(s(11), s(20))]);
     }
 
     #[test]
@@ -298,6 +359,7 @@ mod tests {
             at(5, FaultAction::HealNetwork),
             at(6, FaultAction::Pause(2)),
             at(7, FaultAction::Restart(3, DataMode::Wipe)),
+            at(8, FaultAction::Reset(4)),
         ];
         let windows = fault_windows(&applied, s(10));
         let got: Vec<(Duration, Duration, &str)> = windows
@@ -311,11 +373,20 @@ mod tests {
                 (s(2), s(5), "blackhole m1"),
                 (s(6), s(10), "pause m2"),
                 (s(7), s(7) + Duration::from_millis(50), "restart m3 (wipe)"),
+                (s(8), s(10), "reset m4"),
             ]
         );
         // For counting, the restart lasts only as long as it took (here: no time at all).
         let spans = fault_spans(&applied, s(10));
         assert_eq!(spans[..3], windows[..3]);
         assert_eq!((spans[3].start, spans[3].end), (s(7), s(7)));
+        assert_eq!(spans[4], windows[4]);
+        // A later heal ends the reset.
+        let healed = [applied, vec![at(9, FaultAction::HealNetwork)]].concat();
+        let last = fault_windows(&healed, s(10)).pop().unwrap();
+        assert_eq!(
+            (last.start, last.end, last.label.as_str()),
+            (s(8), s(9), "reset m4")
+        );
     }
 }

@@ -28,6 +28,8 @@ pub enum FaultAction {
     Latency(usize, Duration),
     /// Blackhole every group's traffic with a master.
     Blackhole(usize),
+    /// Reset every group's connections to a master, and each new one right after accept.
+    Reset(usize),
     /// Blackhole one client group's traffic with some masters.
     Partition {
         /// The client group cut off.
@@ -53,6 +55,7 @@ impl fmt::Display for FaultAction {
             FaultAction::Restart(m, DataMode::Wipe) => write!(f, "restart m{m} (wipe)"),
             FaultAction::Latency(m, d) => write!(f, "latency m{m} +{}ms", d.as_millis()),
             FaultAction::Blackhole(m) => write!(f, "blackhole m{m}"),
+            FaultAction::Reset(m) => write!(f, "reset m{m}"),
             FaultAction::Partition { group, masters } => {
                 let list: Vec<String> = masters.iter().map(|m| format!("m{m}")).collect();
                 write!(f, "partition g{group} | {}", list.join(","))
@@ -74,6 +77,7 @@ impl FaultAction {
             | FaultAction::Restart(m, _)
             | FaultAction::Latency(m, _)
             | FaultAction::Blackhole(m)
+            | FaultAction::Reset(m)
             | FaultAction::ClockJump(m, _) => Some(*m),
             _ => None,
         }
@@ -142,6 +146,7 @@ pub async fn apply(action: &FaultAction, targets: &mut FaultTargets<'_>) -> Resu
         FaultAction::Restart(m, data) => targets.backend.restart(*m, *data).await,
         FaultAction::Latency(m, delay) => proxies()?.set_master_mode(*m, ProxyMode::Latency(*delay)),
         FaultAction::Blackhole(m) => proxies()?.set_master_mode(*m, ProxyMode::Blackhole),
+        FaultAction::Reset(m) => proxies()?.set_master_mode(*m, ProxyMode::Reset),
         FaultAction::Partition { group, masters } => proxies()?.partition(*group, masters),
         FaultAction::HealNetwork => {
             proxies()?.heal();
@@ -191,6 +196,8 @@ mod tests {
         );
         assert_eq!(FaultAction::HealNetwork.master(), None);
         assert_eq!(FaultAction::Blackhole(3).master(), Some(3));
+        assert_eq!(FaultAction::Reset(2).to_string(), "reset m2");
+        assert_eq!(FaultAction::Reset(2).master(), Some(2));
     }
 
     #[test]

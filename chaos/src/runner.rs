@@ -522,9 +522,10 @@ async fn heal_everything(
                 killed.remove(i);
                 paused.remove(i);
             }
-            FaultAction::Latency(..) | FaultAction::Blackhole(_) | FaultAction::Partition { .. } => {
-                network = true
-            }
+            FaultAction::Latency(..)
+            | FaultAction::Blackhole(_)
+            | FaultAction::Reset(_)
+            | FaultAction::Partition { .. } => network = true,
             FaultAction::HealNetwork => network = false,
             FaultAction::ClockJump(..) | FaultAction::PauseClient(..) => {}
         }

@@ -35,6 +35,8 @@ pub enum ScenarioKind {
     Latency,
     /// Blackhole a minority.
     Blackhole,
+    /// Reset every connection to a minority, and every new one right after accept.
+    ResetMinority,
     /// Split clients into two groups, each seeing a different side.
     Partition,
     /// Jump one master's wall clock forward past the TTL (out of model).
@@ -57,7 +59,7 @@ pub struct Scenario {
 }
 
 /// Every scenario, in the order `list` shows them.
-pub const SCENARIOS: [Scenario; 13] = [
+pub const SCENARIOS: [Scenario; 14] = [
     Scenario {
         kind: ScenarioKind::None,
         name: "none",
@@ -119,6 +121,12 @@ pub const SCENARIOS: [Scenario; 13] = [
         summary: "blackhole a minority of masters (requests vanish, no answers)",
     },
     Scenario {
+        kind: ScenarioKind::ResetMinority,
+        name: "reset-minority",
+        in_model: true,
+        summary: "reset every connection to a minority of masters, and each new one at once",
+    },
+    Scenario {
         kind: ScenarioKind::Partition,
         name: "partition",
         in_model: true,
@@ -178,7 +186,10 @@ impl Scenario {
     pub fn needs_proxies(&self) -> bool {
         matches!(
             self.kind,
-            ScenarioKind::Latency | ScenarioKind::Blackhole | ScenarioKind::Partition
+            ScenarioKind::Latency
+                | ScenarioKind::Blackhole
+                | ScenarioKind::ResetMinority
+                | ScenarioKind::Partition
         )
     }
 
@@ -296,6 +307,14 @@ impl Scenario {
             ScenarioKind::Blackhole => {
                 for m in rng.pick(n, minority) {
                     push(frac(0.2), FaultAction::Blackhole(m));
+                }
+                push(frac(0.6), FaultAction::HealNetwork);
+            }
+            ScenarioKind::ResetMinority => {
+                // Clients reconnect again and again meanwhile; after the heal each must
+                // check the master's identity again before its votes count.
+                for m in rng.pick(n, minority) {
+                    push(frac(0.2), FaultAction::Reset(m));
                 }
                 push(frac(0.6), FaultAction::HealNetwork);
             }
@@ -595,6 +614,38 @@ mod tests {
     }
 
     #[test]
+    fn network_minority_faults_hit_a_minority_from_20_to_60_percent_then_heal() {
+        for seed in 0..20 {
+            let p = params(seed);
+            for name in ["blackhole", "reset-minority"] {
+                let s = find(name).unwrap();
+                assert!(s.in_model && s.needs_proxies(), "{name}");
+                let schedule = s.schedule(&p);
+                let (faults, heals): (Vec<&ScheduledFault>, Vec<&ScheduledFault>) = schedule
+                    .iter()
+                    .partition(|f| f.action != FaultAction::HealNetwork);
+                let mut hit: Vec<usize> = faults
+                    .iter()
+                    .map(|f| {
+                        assert_eq!(f.at, p.duration.mul_f64(0.2), "{name}: {}", f.action);
+                        match (name, &f.action) {
+                            ("blackhole", FaultAction::Blackhole(m))
+                            | ("reset-minority", FaultAction::Reset(m)) => *m,
+                            _ => panic!("{name} schedules {}", f.action),
+                        }
+                    })
+                    .collect();
+                hit.sort();
+                hit.dedup();
+                assert_eq!(hit.len(), 2, "{name}: {hit:?}");
+                assert_eq!(heals.len(), 1, "{name}");
+                assert_eq!(heals[0].at, p.duration.mul_f64(0.6), "{name}");
+                assert_eq!(schedule.last().unwrap().action, FaultAction::HealNetwork);
+            }
+        }
+    }
+
+    #[test]
     fn partition_sides_cover_all_masters_once() {
         let p = params(13);
         let schedule = find("partition").unwrap().schedule(&p);
@@ -635,6 +686,14 @@ mod tests {
             ..params(1)
         };
         assert!(find("kill-minority").unwrap().schedule(&p).is_empty());
+        let reset = find("reset-minority").unwrap().schedule(&p);
+        assert_eq!(
+            reset,
+            vec![ScheduledFault {
+                at: p.duration.mul_f64(0.6),
+                action: FaultAction::HealNetwork
+            }]
+        );
         assert_eq!(find("kill-majority").unwrap().schedule(&p).len(), 2);
     }
 

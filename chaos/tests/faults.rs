@@ -9,7 +9,7 @@ use redis::AsyncCommands;
 
 #[tokio::test]
 async fn every_action_reaches_its_target() {
-    let mut cluster = Cluster::start(3).await.unwrap();
+    let mut cluster = Cluster::start(4).await.unwrap();
     let proxies = ProxyGroup::start(&cluster, 2).await.unwrap();
     let mut clocks = MasterClocks::emulated();
     let clients = ClientPauses::new();
@@ -26,6 +26,7 @@ async fn every_action_reaches_its_target() {
             group: 1,
             masters: vec![2],
         },
+        FaultAction::Reset(3),
         FaultAction::ClockJump(2, Duration::from_secs(20)),
         FaultAction::PauseClient(4, Duration::from_secs(3)),
     ];
@@ -46,7 +47,17 @@ async fn every_action_reaches_its_target() {
             ProxyMode::Latency(Duration::from_millis(5))
         );
         assert_eq!(proxies.proxy(group, 1).unwrap().mode(), ProxyMode::Blackhole);
+        assert_eq!(proxies.proxy(group, 3).unwrap().mode(), ProxyMode::Reset);
     }
+    // Through a resetting proxy the master answers nothing.
+    let refused = tokio::time::timeout(Duration::from_secs(10), async {
+        let client = redis::Client::open(proxies.urls(0)[3].as_str())?;
+        let mut through = client.get_multiplexed_async_connection().await?;
+        redis::cmd("PING").query_async::<String>(&mut through).await
+    })
+    .await
+    .expect("a connection through a resetting proxy neither failed nor answered");
+    assert!(refused.is_err(), "{refused:?}");
     assert_eq!(proxies.proxy(0, 2).unwrap().mode(), ProxyMode::PassThrough);
     assert_eq!(proxies.proxy(1, 2).unwrap().mode(), ProxyMode::Blackhole);
     let gone: Option<String> = conn.get("lock:a").await.unwrap();
@@ -67,7 +78,11 @@ async fn every_action_reaches_its_target() {
         apply(&action, &mut targets).await.unwrap();
     }
     assert!(cluster.is_running(0) && !cluster.is_paused(1));
-    assert!((0..2).all(|g| (0..3).all(|m| proxies.proxy(g, m).unwrap().mode() == ProxyMode::PassThrough)));
+    assert!((0..2).all(|g| (0..4).all(|m| proxies.proxy(g, m).unwrap().mode() == ProxyMode::PassThrough)));
+    let client = redis::Client::open(proxies.urls(1)[3].as_str()).unwrap();
+    let mut healed = client.get_multiplexed_async_connection().await.unwrap();
+    let pong: String = redis::cmd("PING").query_async(&mut healed).await.unwrap();
+    assert_eq!(pong, "PONG");
 }
 
 #[tokio::test]

@@ -83,6 +83,7 @@ fn every_in_model_scenario_has_a_test_here() {
         "restart-minority-wipe-delayed",
         "latency",
         "blackhole",
+        "reset-minority",
         "partition",
     ];
     let in_model: Vec<&str> = SCENARIOS.iter().filter(|s| s.in_model).map(|s| s.name).collect();
@@ -139,6 +140,12 @@ async fn latency() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blackhole() {
     let report = run_in_model("blackhole").await;
+    assert!(report.acquisitions_under_faults > 0, "{}", report.summary());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_minority() {
+    let report = run_in_model("reset-minority").await;
     assert!(report.acquisitions_under_faults > 0, "{}", report.summary());
 }
 
