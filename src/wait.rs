@@ -224,11 +224,17 @@ impl Master {
                 if link.retry_after.is_some_and(|at| Instant::now() < at) {
                     return false;
                 }
+                // Set before connecting: a waiter's timeout may drop this attempt part-way (a
+                // master that never answers), and the next one should then wait as after a failure
+                // rather than hang every pause of every waiter on the same master again.
+                link.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
                 match self.connect(hub).await {
-                    Ok(live) => live,
+                    Ok(live) => {
+                        link.retry_after = None;
+                        live
+                    }
                     Err(error) => {
                         warn!(node = self.index, addr = %self.addr, %error, "cannot open the pub/sub connection; waiters fall back to their timers");
-                        link.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
                         return false;
                     }
                 }

@@ -1,5 +1,6 @@
 //! The lock behind a faulty network, through the harness's own TCP proxy: a blackholed master
-//! (accepts, never answers), a slow one, and one that resets every connection.
+//! (accepts, never answers), a slow one, and one that resets every connection; and a blackholed
+//! master is not dialled again on every pause of a waiter.
 
 mod common;
 
@@ -106,4 +107,49 @@ async fn latency_below_the_ttl_still_acquires_and_reset_connections_are_a_no() {
     })
     .await;
     assert!(ok, "the client did not recover after the network healed");
+}
+
+/// A waiter whose pub/sub connection to a blackholed master cannot open must not try again on
+/// every pause: an attempt cut off by the waiter's own timeout counts as a failure, and the next
+/// comes after the reconnect delay (1 s), however short the retry delay.
+#[tokio::test]
+async fn a_blackholed_master_is_not_redialled_on_every_pause() {
+    let c = cluster(3).await;
+    let proxies = ProxyGroup::start(&c, 1).await.expect("proxies");
+    let build = || {
+        Quorlock::builder()
+            .nodes(proxies.urls(0))
+            .node_timeout(Duration::from_millis(100))
+            .retry_delay(Duration::from_millis(40))
+            .retry_jitter(Duration::ZERO)
+            .wait(Duration::from_millis(1500))
+            .build()
+    };
+    let holder = build().await.expect("build");
+    let waiter = build().await.expect("build");
+    // The lock connections are open before the blackhole; the pub/sub ones are not yet.
+    common::cycle(&waiter, "warm", TTL).await;
+    let held = holder
+        .acquire_all(["redial:a", "redial:b"], TTL)
+        .await
+        .expect("hold");
+    proxies
+        .set_master_mode(2, ProxyMode::Blackhole)
+        .expect("blackhole");
+    let before = proxies.proxy(0, 2).expect("proxy").accepted_connections();
+    let err = waiter
+        .acquire_all(["redial:a", "redial:b"], TTL)
+        .await
+        .expect_err("held throughout");
+    assert!(err.is_contended(), "{err}");
+    let dials = proxies.proxy(0, 2).expect("proxy").accepted_connections() - before;
+    eprintln!("{dials} dials");
+    // About 30 pauses in 1.5 s; one dial per second, plus one for a reconnect of the lock
+    // connection, is at most 4.
+    assert!(
+        dials <= 4,
+        "{dials} connections to the blackholed master in 1.5 s"
+    );
+    proxies.heal();
+    held.release().await.expect("release");
 }

@@ -47,6 +47,7 @@ pub struct Proxy {
     target: SocketAddr,
     mode: watch::Sender<ProxyMode>,
     active: Arc<AtomicUsize>,
+    accepted: Arc<AtomicU64>,
     dropped: Arc<AtomicU64>,
     accept_task: JoinHandle<()>,
 }
@@ -62,19 +63,24 @@ impl Proxy {
             .map_err(|e| HarnessError::io("reading the proxy's address", e))?;
         let (mode, mode_rx) = watch::channel(ProxyMode::PassThrough);
         let active = Arc::new(AtomicUsize::new(0));
+        let accepted = Arc::new(AtomicU64::new(0));
         let dropped = Arc::new(AtomicU64::new(0));
         let accept_task = tokio::spawn(accept_loop(
             listener,
             target,
             mode_rx,
-            active.clone(),
-            dropped.clone(),
+            Counters {
+                active: active.clone(),
+                accepted: accepted.clone(),
+                dropped: dropped.clone(),
+            },
         ));
         Ok(Proxy {
             addr,
             target,
             mode,
             active,
+            accepted,
             dropped,
             accept_task,
         })
@@ -108,6 +114,11 @@ impl Proxy {
     /// Number of client connections currently open through this proxy.
     pub fn active_connections(&self) -> usize {
         self.active.load(Ordering::SeqCst)
+    }
+
+    /// Number of client connections this proxy has accepted since it started, in any mode.
+    pub fn accepted_connections(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
     }
 
     /// Total bytes (both directions) this proxy has swallowed in blackhole mode.
@@ -227,13 +238,24 @@ impl ProxyGroup {
     }
 }
 
+/// What a proxy counts, shared with its accept loop.
+struct Counters {
+    active: Arc<AtomicUsize>,
+    accepted: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+}
+
 async fn accept_loop(
     listener: TcpListener,
     target: SocketAddr,
     mode_rx: watch::Receiver<ProxyMode>,
-    active: Arc<AtomicUsize>,
-    dropped: Arc<AtomicU64>,
+    counters: Counters,
 ) {
+    let Counters {
+        active,
+        accepted,
+        dropped,
+    } = counters;
     loop {
         let client = match listener.accept().await {
             Ok((client, _)) => client,
@@ -243,6 +265,7 @@ async fn accept_loop(
                 continue;
             }
         };
+        accepted.fetch_add(1, Ordering::SeqCst);
         let _ = client.set_nodelay(true);
         let mode = *mode_rx.borrow();
         if mode == ProxyMode::Reset {
