@@ -46,14 +46,17 @@ async fn a_master_restarted_without_data_is_kept_out_until_the_grace_passes() {
         .await
         .expect("build");
     // Freshly started masters without AOF may just have lost their data: at first, none counts.
+    // The round fails as soon as two have said no, so the third may not be named.
     let err = safe
         .try_acquire("warmup", TTL)
         .await
         .expect_err("fresh masters are in their grace");
-    assert!(
-        matches!(restarted_failure(&err, 0), Some(NodeErrorKind::Restarted { .. })),
-        "{err}"
-    );
+    let restarted = err
+        .failures()
+        .iter()
+        .filter(|f| matches!(f.kind, NodeErrorKind::Restarted { .. }))
+        .count();
+    assert!(restarted >= 2, "{err}");
     assert!(
         eventually(Duration::from_secs(8), || async {
             match safe.try_acquire("warmup", TTL).await {
