@@ -256,16 +256,26 @@ async fn acquire_release_and_status_with_one_master_down() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let token = String::from_utf8(out.stdout).expect("utf-8").trim().to_owned();
     assert_eq!(token.len(), 32, "the token alone on stdout: {token:?}");
-    // The lock outlives the acquiring process.
-    assert_eq!(holders(&c, &[0, 1, 2], "steps").await, 3);
-    c.kill(1).expect("kill");
+    // The lock outlives the acquiring process: on a majority at least (the acquire returns at the
+    // quorum, and a slower master's SET may not have left the exiting process).
+    let mut held = Vec::new();
+    for i in 0..3 {
+        if holders(&c, &[i], "steps").await == 1 {
+            held.push(i);
+        }
+    }
+    assert!(held.len() >= 2, "held on masters {held:?}");
+    // Take down a master the lock can do without: one that does not hold it, else master 1.
+    let down = (0..3).find(|i| !held.contains(i)).unwrap_or(1);
+    let up: Vec<usize> = (0..3).filter(|i| *i != down).collect();
+    c.kill(down).expect("kill");
 
     let state = status_json(&c, "steps").await;
     assert_eq!(state["held"], true, "{state}");
     assert_eq!(state["holder"], token.as_str(), "{state}");
     assert_eq!(state["reachable"], 2, "{state}");
-    assert_eq!(state["nodes"][1]["reachable"], false, "{state}");
-    for i in [0, 2] {
+    assert_eq!(state["nodes"][down]["reachable"], false, "{state}");
+    for &i in &up {
         assert_eq!(state["nodes"][i]["token"], token.as_str(), "{state}");
         let pttl = state["nodes"][i]["pttl_ms"].as_u64().expect("pttl");
         assert!(pttl > 0 && pttl <= 20_000, "{state}");
@@ -287,7 +297,7 @@ async fn acquire_release_and_status_with_one_master_down() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let state = status_json(&c, "steps").await;
     assert_eq!(state["held"], false, "{state}");
-    assert_eq!(state["nodes"][0]["token"], Value::Null, "{state}");
+    assert_eq!(state["nodes"][up[0]]["token"], Value::Null, "{state}");
 }
 
 #[tokio::test]

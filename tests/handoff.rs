@@ -17,13 +17,19 @@ async fn a_token_releases_the_lock_its_guard_took() {
     let locks = locks(&c).await;
     let guard = locks.acquire("handed", TTL).await.expect("acquire");
     let token = guard.token().to_owned();
+    // A majority at least: the acquire returns at the quorum.
+    let held = holders(&c, &[0, 1, 2], "handed").await;
+    assert!(held >= 2, "held on {held} masters");
 
     let err = locks
         .release_token("handed", "not-the-token")
         .await
         .expect_err("a wrong token releases nothing");
     assert!(err.is_expired(), "{err}");
-    assert_eq!(holders(&c, &[0, 1, 2], "handed").await, 3);
+    assert!(
+        holders(&c, &[0, 1, 2], "handed").await >= held,
+        "a wrong token released nothing"
+    );
 
     let released = locks.release_token("handed", &token).await.expect("release");
     assert!(released.held >= 2);

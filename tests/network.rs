@@ -33,7 +33,10 @@ async fn a_blackholed_master_does_not_hold_up_the_acquire() {
         "validity {:?}",
         guard.validity()
     );
-    assert_eq!(holders(&c, &[0, 1, 2, 3], "blackholed").await, 4);
+    // The round returns at the quorum: a fourth master's SET may still be on its way, or dropped
+    // before it was sent.
+    let held = holders(&c, &[0, 1, 2, 3], "blackholed").await;
+    assert!(held >= 3, "{held} of the 4 reachable masters hold the key");
     guard.release().await.expect("release");
 }
 
