@@ -26,8 +26,8 @@ use tracing::{field, instrument, Span};
 
 use crate::coalesce::Turn;
 use crate::coordinator::{spawn_release, ttl_millis, Inner};
-use crate::core::{quorum, Decision, Tally};
-use crate::error::{ExtendError, NodeErrorKind, ReleaseError, Released};
+use crate::core::{Decision, Tally};
+use crate::error::{ExtendError, ReleaseError, Released};
 use crate::ops::LockOps;
 
 /// How much earlier than the end of validity the lock counts as lost (`is_lost()`, `lost()`):
@@ -147,12 +147,12 @@ impl Guard {
 
     /// The monotonic instant the lock stops being valid.
     pub fn valid_until(&self) -> Instant {
-        self.held.status.borrow().valid_until
+        self.held.valid_until()
     }
 
     /// The time left before the lock stops being valid; zero once it has.
     pub fn validity(&self) -> Duration {
-        self.valid_until().saturating_duration_since(Instant::now())
+        self.held.validity()
     }
 
     /// Whether the lock is lost: a failed extend or a conflict said so, or its validity ran out.
@@ -266,45 +266,21 @@ impl Guard {
         held.mark_lost();
         drop(held.take_turn());
         Span::current().record("held", out.held);
-        let masters = held.inner.nodes.len();
-        let required = quorum(masters);
-        let mut failures = out.not_held;
-        failures.extend(out.errors.iter().cloned());
-        failures.sort_by_key(|f| f.node);
-        if out.held >= required {
-            return Ok(Released {
-                held: out.held,
-                masters,
-                failures,
-            });
-        }
-        let unreachable = out
-            .errors
-            .iter()
-            .filter(|f| f.kind != NodeErrorKind::WrongType)
-            .count();
-        let resource = held.resource.clone();
-        if out.held + unreachable >= required {
-            Err(ReleaseError::Unconfirmed {
-                resource,
-                held: out.held,
-                required,
-                masters,
-                failures,
-            })
-        } else {
-            Err(ReleaseError::Expired {
-                resource,
-                held: out.held,
-                required,
-                masters,
-                failures,
-            })
-        }
+        crate::by_token::verdict(out, &held.resource, held.inner.nodes.len())
     }
 }
 
 impl Held {
+    /// The monotonic instant the lock stops being valid unless renewed.
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.status.borrow().valid_until
+    }
+
+    /// The time left before the lock stops being valid; zero once it has.
+    pub(crate) fn validity(&self) -> Duration {
+        self.valid_until().saturating_duration_since(Instant::now())
+    }
+
     /// Whether the lock is known lost or its validity ran out.
     pub(crate) fn is_lost(&self) -> bool {
         let status = *self.status.borrow();

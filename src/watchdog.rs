@@ -209,7 +209,7 @@ impl Watchdog {
         let make = |opts: KeepAlive| {
             let interval = renewal::renew_interval(held.ttl, opts.interval);
             // The first renewal comes `interval` after the round that set the current validity.
-            let valid_until = held.status.borrow().valid_until;
+            let valid_until = held.valid_until();
             let next_due = held
                 .ttl
                 .checked_sub(interval)

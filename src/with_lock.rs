@@ -54,12 +54,12 @@ impl LockHandle {
 
     /// The monotonic instant the lock stops being valid unless renewed.
     pub fn valid_until(&self) -> Instant {
-        self.held.status.borrow().valid_until
+        self.held.valid_until()
     }
 
     /// The time left before the lock stops being valid unless renewed; zero once it has.
     pub fn validity(&self) -> Duration {
-        self.valid_until().saturating_duration_since(Instant::now())
+        self.held.validity()
     }
 
     /// Whether the lock is lost.
