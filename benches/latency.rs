@@ -69,13 +69,7 @@ struct Cell {
 
 fn main() {
     let args = Args::parse(USAGE);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| {
-            eprintln!("cannot start the runtime: {e}");
-            std::process::exit(1);
-        });
+    let runtime = common::runtime();
     if let Some(what) = profile_target() {
         runtime.block_on(profile(&what, args.samples(2000, 200)));
         return;

@@ -141,13 +141,7 @@ fn main() {
     if let Some(code) = memory_child() {
         std::process::exit(code);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| {
-            eprintln!("cannot start the runtime: {e}");
-            std::process::exit(1);
-        });
+    let runtime = common::runtime();
     let report = runtime.block_on(run(&args));
     if args.json {
         println!("{}", report.json.finish());

@@ -8,10 +8,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{builder, cluster, eventually, holders, locks, value};
-use quorlock::{KeepAlive, WithLockError};
+use quorlock::{KeepAlive, Quorlock, WithLockError};
 use redis::AsyncCommands;
 
 const TTL: Duration = Duration::from_millis(600);
+
+/// Whether the watchdog of `locks` stops watching every lock within 2 s.
+async fn unwatched(locks: &Quorlock) -> bool {
+    eventually(Duration::from_secs(2), || async {
+        locks.watchdog_stats().watched == 0
+    })
+    .await
+}
 
 #[tokio::test]
 async fn the_watchdog_keeps_a_lock_through_many_ttls() {
@@ -41,12 +49,7 @@ async fn the_watchdog_keeps_a_lock_through_many_ttls() {
     let released = guard.release().await.expect("release");
     // Our token was still on a majority: the watchdog kept the lock (the release returns at a majority).
     assert!(released.held >= 2, "{released:?}");
-    assert!(
-        eventually(Duration::from_secs(2), || async {
-            a.watchdog_stats().watched == 0
-        })
-        .await
-    );
+    assert!(unwatched(&a).await, "the watchdog still watches the lock");
 }
 
 #[tokio::test]
@@ -174,12 +177,7 @@ async fn a_conflict_stops_the_watchdog_at_once() {
         "the signal came from the conflict, not the timer"
     );
     assert!(guard.is_lost());
-    assert!(
-        eventually(Duration::from_secs(2), || async {
-            locks.watchdog_stats().watched == 0
-        })
-        .await
-    );
+    assert!(unwatched(&locks).await, "the watchdog still watches the lock");
     let stats = locks.watchdog_stats();
     assert_eq!(stats.lost, 1, "{stats:?}");
     // No more renewals go out, and the other holder's key is untouched.
@@ -204,12 +202,7 @@ async fn dropping_a_kept_alive_guard_releases_it_and_stops_renewals() {
         })
         .await
     );
-    assert!(
-        eventually(Duration::from_secs(2), || async {
-            locks.watchdog_stats().watched == 0
-        })
-        .await
-    );
+    assert!(unwatched(&locks).await, "the watchdog still watches the lock");
 }
 
 #[tokio::test]

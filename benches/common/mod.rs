@@ -526,3 +526,14 @@ pub fn table(title: &str, header: &[&str], rows: &[Vec<String>]) {
         line(row.iter().map(String::as_str).collect());
     }
 }
+
+/// The multi-threaded runtime every benchmark runs on; exits with a message if it cannot start.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| {
+            eprintln!("cannot start the runtime: {e}");
+            std::process::exit(1);
+        })
+}
