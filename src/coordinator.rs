@@ -227,9 +227,13 @@ impl Inner {
             .arg("NX")
             .arg("PX")
             .arg(ttl_millis(timing.ttl()));
+        let cmd = Arc::new(cmd);
         let ops: Arc<dyn LockOps> = Arc::new(PlainLock::new(&key, &token));
-        self.round_with(resource, key, token, timing, ops, |node| node.set_nx(&cmd))
-            .await
+        self.round_with(resource, key, token, timing, ops, |node| {
+            let cmd = Arc::clone(&cmd);
+            async move { node.set_nx(&cmd).await }
+        })
+        .await
     }
 
     /// Makes attempts with `round` until one succeeds, one fails for good, or the retry plan runs
@@ -280,8 +284,11 @@ impl Inner {
 
     /// One acquire round of any kind of lock: `send` asks one master for the lock and answers `Ok`
     /// when it granted it; `ops` releases what was taken when the round fails or is dropped.
-    pub(crate) async fn round_with<'a, F, Fut>(
-        self: &'a Arc<Self>,
+    ///
+    /// The per-master requests own what they use (`send` gets an [`OwnedNode`]), so the ones still
+    /// in flight when the round is decided can finish in a task: see [`finish_stragglers`].
+    pub(crate) async fn round_with<F, Fut>(
+        self: &Arc<Self>,
         resource: &str,
         key: String,
         token: String,
@@ -290,24 +297,29 @@ impl Inner {
         send: F,
     ) -> Result<Guard, AcquireError>
     where
-        F: Fn(&'a Node) -> Fut,
-        Fut: Future<Output = Result<(), NodeErrorKind>>,
+        F: Fn(OwnedNode) -> Fut,
+        Fut: Future<Output = Result<(), NodeErrorKind>> + Send + 'static,
     {
         crate::health::tick(self);
         // Armed until the round is settled: dropping this future part-way releases from a task.
         let mut cleanup = ReleaseOnDrop::new(self.clone(), Arc::clone(&ops));
         let started = Instant::now();
         let mut tally = Tally::new(self.nodes.len(), timing, started);
-        let mut pending: FuturesUnordered<_> = self
-            .nodes
-            .iter()
-            .map(|node| async { (node.index(), send(node).await) })
+        let mut pending: FuturesUnordered<_> = (0..self.nodes.len())
+            .map(|index| {
+                let request = send(OwnedNode {
+                    inner: Arc::clone(self),
+                    index,
+                });
+                async move { (index, request.await) }
+            })
             .collect();
         let mut failures = Vec::new();
         let decision = self.decide(&mut tally, &mut pending, &mut failures).await;
         match decision {
             Decision::Acquired { valid_until, .. } => {
                 cleanup.disarm();
+                finish_stragglers(pending);
                 Ok(Guard::new(
                     self.clone(),
                     resource.to_owned(),
@@ -608,6 +620,44 @@ pub(crate) fn new_token() -> Result<String, AcquireError> {
         token.push(char::from(HEX[usize::from(b & 0x0f)]));
     }
     Ok(token)
+}
+
+/// One master of a handle, owned: what a request that may outlive its round refers to.
+pub(crate) struct OwnedNode {
+    inner: Arc<Inner>,
+    /// Always a valid index into `inner.nodes`: only [`Inner::round_with`] makes these.
+    index: usize,
+}
+
+impl std::ops::Deref for OwnedNode {
+    type Target = Node;
+
+    fn deref(&self) -> &Node {
+        &self.inner.nodes[self.index]
+    }
+}
+
+/// Lets the requests of a won round that have not answered yet finish, from a task when any are
+/// left, so that the lock lands on every master that grants it, not only on the majority that
+/// answered first. Dropped instead, a request still waiting for its turn on a master's connection
+/// would never be sent: the lock would then stand on a bare majority, and the loss of one more
+/// master would end it. Requests are queued on their connections before any later release, which
+/// therefore follows them; their replies change nothing for the holder.
+fn finish_stragglers<Fut>(mut pending: FuturesUnordered<Fut>)
+where
+    Fut: Future + Send + 'static,
+    Fut::Output: Send,
+{
+    while let Some(Some(_)) = pending.next().now_or_never() {}
+    if pending.is_empty() {
+        return;
+    }
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn(async move { while pending.next().await.is_some() {} });
+        }
+        Err(_) => debug!("no async runtime to finish the slower masters' requests from"),
+    }
 }
 
 /// Releases a lock from a spawned task, when a runtime is there to run it.

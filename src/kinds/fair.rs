@@ -443,15 +443,15 @@ async fn round(
     timing: Timing,
     heartbeat_ms: u64,
 ) -> Result<Guard, AcquireError> {
-    let cmd = waiter.acquire_cmd(ttl_millis(timing.ttl()), heartbeat_ms);
+    let cmd = Arc::new(waiter.acquire_cmd(ttl_millis(timing.ttl()), heartbeat_ms));
     let ops: Arc<dyn LockOps> = Arc::clone(waiter) as Arc<dyn LockOps>;
     let key = waiter.keys[0].clone();
     let token = waiter.token.clone();
     inner
         .round_with(resource, key, token, timing, ops, |node| {
-            let cmd = &cmd;
+            let cmd = Arc::clone(&cmd);
             async move {
-                match int_reply(node.query(cmd).await?, "fair acquire")? {
+                match int_reply(node.query(&cmd).await?, "fair acquire")? {
                     1 => Ok(()),
                     -1 => Err(NodeErrorKind::Held),
                     0 => Err(NodeErrorKind::Queued),

@@ -182,12 +182,14 @@ async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<
     let key_label = format!("{{{}}}", lock.keys.join(", "));
     let ops: Arc<dyn LockOps> = Arc::new(lock);
     // Positions (0-based) of the resources some master reported held.
-    let held: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+    let held: Arc<Mutex<BTreeSet<usize>>> = Arc::new(Mutex::new(BTreeSet::new()));
+    let cmd = Arc::new(cmd);
+    let resources = set.names.len();
     let result = inner
         .round_with(&set.label, key_label, token, timing, ops, |node| {
-            let (cmd, held) = (&cmd, &held);
+            let (cmd, held) = (Arc::clone(&cmd), Arc::clone(&held));
             async move {
-                let conflicts = conflicts(node.query(cmd).await?, set.names.len())?;
+                let conflicts = conflicts(node.query(&cmd).await?, resources)?;
                 if conflicts.is_empty() {
                     return Ok(());
                 }
@@ -198,7 +200,7 @@ async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<
             }
         })
         .await;
-    let held = held.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let held = std::mem::take(&mut *held.lock().unwrap_or_else(PoisonError::into_inner));
     match result {
         Err(AcquireError::NoQuorum {
             resource,

@@ -219,13 +219,15 @@ async fn round(
     let token = new_token()?;
     let hold = Arc::new(ReentrantHold::new(&key, owner, &token));
     let cmd = hold.acquire_cmd(ttl_millis(timing.ttl()));
-    let counts: Mutex<Vec<u64>> = Mutex::new(Vec::with_capacity(inner.nodes.len()));
+    let cmd = Arc::new(cmd);
+    // Shared with the requests: those still in flight at the decision finish in a task.
+    let counts: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::with_capacity(inner.nodes.len())));
     let ops: Arc<dyn LockOps> = Arc::clone(&hold) as Arc<dyn LockOps>;
     let guard = inner
         .round_with(resource, key, token, timing, ops, |node| {
-            let (cmd, counts) = (&cmd, &counts);
+            let (cmd, counts) = (Arc::clone(&cmd), Arc::clone(&counts));
             async move {
-                let count = int_reply(node.query(cmd).await?, "reentrant acquire")?;
+                let count = int_reply(node.query(&cmd).await?, "reentrant acquire")?;
                 match u64::try_from(count) {
                     Ok(count) if count > 0 => {
                         counts.lock().unwrap_or_else(PoisonError::into_inner).push(count);
@@ -239,7 +241,7 @@ async fn round(
             }
         })
         .await?;
-    let counts = counts.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let counts = std::mem::take(&mut *counts.lock().unwrap_or_else(PoisonError::into_inner));
     hold.holds
         .store(majority_count(counts, inner.nodes.len()), Ordering::Relaxed);
     Ok(guard)
