@@ -2,7 +2,8 @@
 //! core's tally, and acts on its decision.
 //!
 //! - Acquire sends `SET key token NX PX ttl` to all N masters concurrently and returns the moment
-//!   the tally is certain, without waiting for slow or dead masters.
+//!   the tally is certain, without waiting for slow or dead masters; a won round's requests to the
+//!   slower masters still finish in a task, so the lock lands on every master that grants it.
 //! - A failed round releases the key on **all** N masters, including those whose reply is still in
 //!   flight, then retries after a jittered delay, bounded by an attempt count and a wait deadline.
 //! - Dropping an acquire future at any await point hands the release to a spawned task, so no key
@@ -398,7 +399,12 @@ impl Inner {
         F: Future<Output = (usize, Result<(), NodeErrorKind>)>,
     {
         let deadline = tokio::time::Instant::from_std(tally.deadline());
-        // One timer for the whole round, not one per reply.
+        // One timer for the whole round, not one per reply, and none when the requests' own node
+        // timeouts (at most two in a row per request) end them all before time could decide: a
+        // reply is only a yes with validity left at its arrival anyway. Registering a timer can
+        // cost a wake-up of the runtime's timer thread.
+        let answered_by = Instant::now().checked_add(self.config.node_timeout.saturating_mul(2));
+        let timed = answered_by.is_none_or(|by| by >= tally.deadline());
         let time_decides = tokio::time::sleep_until(deadline);
         tokio::pin!(time_decides);
         loop {
@@ -428,7 +434,7 @@ impl Inner {
                         decided => decided,
                     },
                 },
-                () = &mut time_decides => {
+                () = &mut time_decides, if timed => {
                     let decided = tally.poll(Instant::now());
                     if !decided.is_final() {
                         // The runtime's clock ran ahead of the monotonic clock the tally reads
