@@ -95,14 +95,35 @@ impl Drop for Live {
     }
 }
 
+/// Where a channel stands on one master's pub/sub connection, named by its generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Sub {
+    /// Not subscribed.
+    #[default]
+    Off,
+    /// A `SUBSCRIBE` went out but its reply never came (a waiter's timeout cut the wait short): it
+    /// may be in force. A new waiter sends it again (it is idempotent), and the last waiter to
+    /// leave still unsubscribes, so the connection is not left carrying the channel.
+    Sent(u64),
+    /// Subscribed: the server confirmed it.
+    On(u64),
+}
+
+impl Sub {
+    /// Whether this may be in force on connection generation `generation`.
+    fn maybe_on(self, generation: u64) -> bool {
+        matches!(self, Sub::Sent(g) | Sub::On(g) if g == generation)
+    }
+}
+
 /// One subscribed channel and the waiters of this process listening on it.
 struct Channel {
     name: String,
     wake: Notify,
     /// The last release token announced and on how many masters, so one release wakes once.
     last: Mutex<Option<(String, usize)>>,
-    /// Per master, the connection generation this channel is subscribed on (0: none).
-    subscribed: Mutex<Vec<u64>>,
+    /// Per master, where this channel stands on its pub/sub connection.
+    subscribed: Mutex<Vec<Sub>>,
     /// Fair waiters listening for a message that names them (their ticket id), each woken by
     /// every such message rather than by a majority's announcement of a token.
     named: Mutex<HashMap<String, Arc<Notify>>>,
@@ -160,7 +181,7 @@ impl Waits {
                 name,
                 wake: Notify::new(),
                 last: Mutex::new(None),
-                subscribed: Mutex::new(vec![0; self.hub.masters.len()]),
+                subscribed: Mutex::new(vec![Sub::Off; self.hub.masters.len()]),
                 named: Mutex::new(HashMap::new()),
                 released: tokio::sync::watch::Sender::new(0),
             })
@@ -188,7 +209,10 @@ impl Hub {
         if let Some(named) = lock(&channel.named).get(&token) {
             named.notify_one();
         }
-        let listening = lock(&channel.subscribed).iter().filter(|g| **g != 0).count();
+        let listening = lock(&channel.subscribed)
+            .iter()
+            .filter(|s| matches!(s, Sub::On(_)))
+            .count();
         let needed = quorum(self.masters.len()).min(listening).max(1);
         {
             let mut last = lock(&channel.last);
@@ -218,48 +242,59 @@ impl Master {
     /// needed. Returns whether it is.
     async fn ensure(&self, hub: &Arc<Hub>, channel: &Channel) -> bool {
         let mut link = self.conn.lock().await;
-        let live = match link.live.take() {
-            Some(live) if live.alive.load(Ordering::Acquire) => live,
-            _ => {
-                if link.retry_after.is_some_and(|at| Instant::now() < at) {
-                    return false;
-                }
-                // Set before connecting: a waiter's timeout may drop this attempt part-way (a
-                // master that never answers), and the next one should then wait as after a failure
-                // rather than hang every pause of every waiter on the same master again.
-                link.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
-                match self.connect(hub).await {
-                    Ok(live) => {
-                        link.retry_after = None;
-                        live
-                    }
-                    Err(error) => {
-                        warn!(node = self.index, addr = %self.addr, %error, "cannot open the pub/sub connection; waiters fall back to their timers");
-                        return false;
-                    }
-                }
+        if !link
+            .live
+            .as_ref()
+            .is_some_and(|live| live.alive.load(Ordering::Acquire))
+        {
+            link.live = None;
+            if link.retry_after.is_some_and(|at| Instant::now() < at) {
+                return false;
             }
-        };
-        let generation = live.generation;
-        let already = lock(&channel.subscribed)
-            .get(self.index)
-            .is_some_and(|g| *g == generation);
-        let mut ok = already;
-        if !already {
-            match live.sink.clone().subscribe(&channel.name).await {
-                Ok(()) => {
-                    if let Some(g) = lock(&channel.subscribed).get_mut(self.index) {
-                        *g = generation;
-                    }
-                    ok = true;
+            // Set before connecting: a waiter's timeout may drop this attempt part-way (a master
+            // that never answers), and the next one should then wait as after a failure rather
+            // than hang every pause of every waiter on the same master again.
+            link.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
+            match self.connect(hub).await {
+                Ok(live) => {
+                    link.retry_after = None;
+                    link.live = Some(live);
                 }
-                Err(err) => {
-                    debug!(node = self.index, error = %classify(&err), "SUBSCRIBE failed");
+                Err(error) => {
+                    warn!(node = self.index, addr = %self.addr, %error, "cannot open the pub/sub connection; waiters fall back to their timers");
+                    return false;
                 }
             }
         }
-        link.live = Some(live);
-        ok
+        // The connection stays in place while the SUBSCRIBE is out: a waiter's timeout that cuts
+        // this short must not take down the connection every other channel listens on.
+        let Some(live) = link.live.as_ref() else {
+            return false;
+        };
+        let generation = live.generation;
+        let set = |from: Option<Sub>, to: Sub| {
+            if let Some(state) = lock(&channel.subscribed).get_mut(self.index) {
+                if from.is_none_or(|from| *state == from) {
+                    *state = to;
+                }
+            }
+        };
+        if lock(&channel.subscribed).get(self.index) == Some(&Sub::On(generation)) {
+            return true;
+        }
+        set(None, Sub::Sent(generation));
+        match live.sink.clone().subscribe(&channel.name).await {
+            Ok(()) => {
+                // Unless the connection closed meanwhile (its reader then reset the state).
+                set(Some(Sub::Sent(generation)), Sub::On(generation));
+                true
+            }
+            Err(err) => {
+                debug!(node = self.index, error = %classify(&err), "SUBSCRIBE failed");
+                set(Some(Sub::Sent(generation)), Sub::Off);
+                false
+            }
+        }
     }
 
     /// Opens the pub/sub connection and starts the task that reads it.
@@ -283,9 +318,9 @@ impl Master {
             // Nothing more comes from this master until it is subscribed again.
             if let Some(hub) = weak.upgrade() {
                 for channel in hub.channels().values() {
-                    if let Some(g) = lock(&channel.subscribed).get_mut(index) {
-                        if *g == generation {
-                            *g = 0;
+                    if let Some(state) = lock(&channel.subscribed).get_mut(index) {
+                        if state.maybe_on(generation) {
+                            *state = Sub::Off;
                         }
                     }
                 }
@@ -311,7 +346,7 @@ impl Master {
         }
         let subscribed = lock(&channel.subscribed)
             .get(self.index)
-            .is_some_and(|g| *g == live.generation);
+            .is_some_and(|state| state.maybe_on(live.generation));
         if subscribed {
             if let Err(err) = live.sink.clone().unsubscribe(&channel.name).await {
                 debug!(node = self.index, error = %classify(&err), "UNSUBSCRIBE failed");

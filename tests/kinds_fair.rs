@@ -359,14 +359,7 @@ async fn waiters_that_give_up_or_are_dropped_leave_the_queue() {
 
 /// How many connections subscribe to the lock's release channel on master `i`.
 async fn subscribers(c: &Cluster, i: usize) -> u64 {
-    let mut conn = c.client(i).await.expect("connect");
-    let (_, n): (String, u64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(format!("quorlock:released:{LOCK}"))
-        .query_async(&mut conn)
-        .await
-        .expect("PUBSUB NUMSUB");
-    n
+    common::subscribers(c, i, &format!("quorlock:released:{LOCK}")).await
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! The lock behind a faulty network, through the harness's own TCP proxy: a blackholed master
 //! (accepts, never answers), a slow one, and one that resets every connection; and a blackholed
-//! master is not dialled again on every pause of a waiter; and a master whose connection is being
-//! re-opened when the round is won still gets the key.
+//! master is not dialled again on every pause of a waiter, nor a slow one whose `SUBSCRIBE` a
+//! waiter's timeout cut short; and a master whose connection is being re-opened when the round is
+//! won still gets the key.
 
 mod common;
 
@@ -208,4 +209,53 @@ async fn a_master_reconnecting_when_the_round_is_won_still_gets_the_key() {
     })
     .await;
     assert!(clean, "the release left the key behind");
+}
+
+/// A waiter's timeout that cuts a `SUBSCRIBE` short on a slow master must not take down that
+/// master's pub/sub connection, which every channel of the process shares (it used to be dropped
+/// and dialled again on the next pause); and the channel, which may be subscribed after all, is
+/// unsubscribed when the last waiter leaves.
+#[tokio::test]
+async fn a_subscribe_cut_short_keeps_the_pubsub_connection_and_is_undone() {
+    let c = cluster(3).await;
+    let proxies = ProxyGroup::start(&c, 1).await.expect("proxies");
+    let holder = common::locks(&c).await;
+    let waiter = Quorlock::builder()
+        .nodes(proxies.urls(0))
+        .node_timeout(Duration::from_millis(100))
+        .retry_delay(Duration::from_millis(40))
+        .retry_jitter(Duration::ZERO)
+        .wait(Duration::from_millis(800))
+        .build()
+        .await
+        .expect("build");
+    // One contended wait opens the waiter's pub/sub connections.
+    let first = holder.acquire("cut:a", TTL).await.expect("hold");
+    waiter.acquire("cut:a", TTL).await.expect_err("held");
+    first.release().await.expect("release");
+    // Its leaving unsubscribes in the background, holding master 2's pub/sub link meanwhile.
+    let left = eventually(Duration::from_secs(5), || async {
+        common::subscribers(&c, 2, "quorlock:released:cut:a").await == 0
+    })
+    .await;
+    assert!(left, "the first wait's channel stayed subscribed");
+    let dialled = proxies.proxy(0, 2).expect("proxy").accepted_connections();
+    // Master 2 now answers after the waiter's timeout: each of its SUBSCRIBEs is cut short.
+    proxies
+        .set_master_mode(2, ProxyMode::Latency(Duration::from_millis(400)))
+        .expect("latency");
+    let held = holder.acquire("cut:b", TTL).await.expect("hold");
+    waiter.acquire("cut:b", TTL).await.expect_err("held");
+    assert_eq!(
+        proxies.proxy(0, 2).expect("proxy").accepted_connections(),
+        dialled,
+        "a connection to master 2 was opened again"
+    );
+    proxies.heal();
+    let undone = eventually(Duration::from_secs(5), || async {
+        common::subscribers(&c, 2, "quorlock:released:cut:b").await == 0
+    })
+    .await;
+    assert!(undone, "master 2's pub/sub connection still carries the channel");
+    held.release().await.expect("release");
 }

@@ -67,6 +67,19 @@ pub async fn holders(cluster: &Cluster, live: &[usize], key: &str) -> usize {
     n
 }
 
+/// How many connections subscribe to `channel` on master `i`.
+#[allow(dead_code)]
+pub async fn subscribers(cluster: &Cluster, i: usize, channel: &str) -> u64 {
+    let mut conn = cluster.client(i).await.expect("connect to master");
+    let (_, n): (String, u64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(&mut conn)
+        .await
+        .expect("PUBSUB NUMSUB");
+    n
+}
+
 /// Subscribes to `channel` on master `i` and returns its messages' payloads as a stream.
 pub async fn subscribe(
     cluster: &Cluster,
