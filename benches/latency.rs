@@ -20,7 +20,7 @@ use common::{ratio, show, Args, Floor, Json, Stats};
 use quorlock::config::DEFAULT_NODE_TIMEOUT;
 
 const USAGE: &str = "latency benchmark: cargo bench --bench latency -- [--quick] [--json] [--samples N] \
-                     [--profile floor|script|quorlock]";
+                     [--profile floor|script|quorlock [--masters N]]";
 /// The key every sample locks (each sample releases it before the next one).
 const KEY: &str = "bench:latency";
 /// Unmeasured rounds per contender before sampling: connections warm, allocator settled.
@@ -71,7 +71,7 @@ fn main() {
     let args = Args::parse(USAGE);
     let runtime = common::runtime();
     if let Some(what) = profile_target() {
-        runtime.block_on(profile(&what, args.samples(2000, 200)));
+        runtime.block_on(profile(&what, args.samples(2000, 200), profile_masters()));
         return;
     }
     let cells = runtime.block_on(run(&args));
@@ -85,12 +85,22 @@ fn profile_target() -> Option<String> {
     args.get(at + 1).cloned()
 }
 
+/// `--masters N` with `--profile`: how many masters the profiled contender uses (default 5).
+fn profile_masters() -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--masters")
+        .and_then(|at| args.get(at + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(5)
+}
+
 /// Runs `iterations` sequential acquire+release cycles of one contender on 5 masters, and nothing
 /// else, so that an instruction-counting profiler (callgrind) sees the client path alone. Run it
 /// twice with different counts: the difference divided by the difference in iterations is the
 /// cost of one cycle, free of start-up.
-async fn profile(what: &str, iterations: usize) {
-    let cluster = common::masters(5).await;
+async fn profile(what: &str, iterations: usize, masters: usize) {
+    let cluster = common::masters(masters).await;
     let locks = common::quorlock(&cluster).await;
     let floor = Floor::connect(&cluster, DEFAULT_NODE_TIMEOUT).await;
     let mut failed = 0;
