@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::stream::FuturesUnordered;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tracing::{field, instrument, Span};
 
 use crate::coalesce::Turn;
@@ -43,6 +43,45 @@ pub(crate) struct Status {
     pub(crate) lost: bool,
 }
 
+/// The holder's [`Status`] and a wake-up for whoever waits on it (`lost()`), inline in the held
+/// lock. A Tokio `watch` channel would allocate about 350 bytes more per held lock (its sender and
+/// receiver notifiers), the largest single cost of a lock kept alive by the watchdog.
+pub(crate) struct StatusCell {
+    value: Mutex<Status>,
+    changed: Notify,
+}
+
+impl StatusCell {
+    fn new(status: Status) -> Self {
+        Self {
+            value: Mutex::new(status),
+            changed: Notify::new(),
+        }
+    }
+
+    /// The status now.
+    pub(crate) fn get(&self) -> Status {
+        *self.value.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Changes the status with `change`, which says whether it changed anything; waiters wake
+    /// when it did.
+    fn modify(&self, change: impl FnOnce(&mut Status) -> bool) {
+        let changed = change(&mut self.value.lock().unwrap_or_else(PoisonError::into_inner));
+        if changed {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// A confirmed round moved the end of validity.
+    pub(crate) fn set_valid_until(&self, valid_until: Instant) {
+        self.modify(|s| {
+            s.valid_until = valid_until;
+            true
+        });
+    }
+}
+
 /// The state a guard shares with anything that watches it.
 pub(crate) struct Held {
     pub(crate) inner: Arc<Inner>,
@@ -53,7 +92,7 @@ pub(crate) struct Held {
     pub(crate) ops: Arc<dyn LockOps>,
     /// The TTL the lock was acquired with; the watchdog renews to it.
     pub(crate) ttl: Duration,
-    pub(crate) status: watch::Sender<Status>,
+    pub(crate) status: StatusCell,
     /// The fencing token, for a lock taken with a fenced acquire.
     pub(crate) fencing_token: std::sync::OnceLock<u64>,
     /// Serializes extends of the same guard (and watchdog renewals of it) so validity only moves
@@ -71,7 +110,7 @@ impl std::fmt::Debug for Held {
             .field("resource", &self.resource)
             .field("key", &self.key)
             .field("ttl", &self.ttl)
-            .field("status", &*self.status.borrow())
+            .field("status", &self.status.get())
             .field("fencing_token", &self.fencing_token.get())
             .finish_non_exhaustive()
     }
@@ -94,7 +133,7 @@ impl Guard {
         ttl: Duration,
         valid_until: Instant,
     ) -> Self {
-        let (status, _) = watch::channel(Status {
+        let status = StatusCell::new(Status {
             valid_until,
             lost: false,
         });
@@ -183,7 +222,7 @@ impl Guard {
         // Re-verifies masters that reconnected, so a process that only extends still counts them.
         crate::health::tick(&held.inner);
         let _serial = held.extend_lock.lock().await;
-        let status = *held.status.borrow();
+        let status = held.status.get();
         if status.lost {
             return Err(ExtendError::AlreadyLost {
                 resource: held.resource.clone(),
@@ -226,7 +265,7 @@ impl Guard {
                 validity,
                 valid_until,
             } => {
-                held.status.send_modify(|s| s.valid_until = valid_until);
+                held.status.set_valid_until(valid_until);
                 Ok(validity)
             }
             _ => {
@@ -273,7 +312,7 @@ impl Guard {
 impl Held {
     /// The monotonic instant the lock stops being valid unless renewed.
     pub(crate) fn valid_until(&self) -> Instant {
-        self.status.borrow().valid_until
+        self.status.get().valid_until
     }
 
     /// The time left before the lock stops being valid; zero once it has.
@@ -283,15 +322,18 @@ impl Held {
 
     /// Whether the lock is known lost or its validity ran out.
     pub(crate) fn is_lost(&self) -> bool {
-        let status = *self.status.borrow();
+        let status = self.status.get();
         status.lost || Instant::now() + LOST_TIMER_LEAD >= status.valid_until
     }
 
     /// Waits until the lock is known lost or its last confirmed validity ends.
     pub(crate) async fn lost(&self) {
-        let mut rx = self.status.subscribe();
         loop {
-            let status = *rx.borrow_and_update();
+            let changed = self.status.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the status is read: a change after the read still wakes us.
+            changed.as_mut().enable();
+            let status = self.status.get();
             if status.lost {
                 return;
             }
@@ -304,19 +346,18 @@ impl Held {
             tokio::select! {
                 () = tokio::time::sleep_until(deadline) => {
                     // The deadline may have moved while we slept (an extend); look again.
-                    if Instant::now() + LOST_TIMER_LEAD >= rx.borrow().valid_until {
+                    if Instant::now() + LOST_TIMER_LEAD >= self.status.get().valid_until {
                         return;
                     }
                 }
-                changed = rx.changed() => if changed.is_err() { return },
+                () = &mut changed => {}
             }
         }
     }
 
     /// Marks the lock lost and wakes everyone waiting on `lost()`.
     pub(crate) fn mark_lost(&self) {
-        self.status
-            .send_if_modified(|s| !std::mem::replace(&mut s.lost, true));
+        self.status.modify(|s| !std::mem::replace(&mut s.lost, true));
     }
 
     fn set_released(&self) {

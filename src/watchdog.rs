@@ -202,7 +202,7 @@ impl Watchdog {
                 return;
             }
         };
-        if held.is_released() || held.status.borrow().lost {
+        if held.is_released() || held.status.get().lost {
             return;
         }
         let now = Instant::now();
@@ -275,7 +275,7 @@ impl Shared {
             if held.is_released() {
                 return false;
             }
-            let status = *held.status.borrow();
+            let status = held.status.get();
             if status.lost {
                 return false;
             }
@@ -414,7 +414,7 @@ async fn renew(
         if serial.is_none() {
             continue;
         }
-        if d.held.is_released() || d.held.status.borrow().lost {
+        if d.held.is_released() || d.held.status.get().lost {
             outcomes[i] = Outcome::Stop;
             continue;
         }
@@ -575,7 +575,7 @@ impl Round {
         if let Decision::Acquired { valid_until, .. } = self.tally.decision() {
             self.applied = true;
             if !due.held.is_released() {
-                due.held.status.send_modify(|s| s.valid_until = valid_until);
+                due.held.status.set_valid_until(valid_until);
             }
         }
     }
