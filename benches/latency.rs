@@ -104,6 +104,7 @@ async fn profile(what: &str, iterations: usize, masters: usize) {
     let locks = common::quorlock(&cluster).await;
     let floor = Floor::connect(&cluster, DEFAULT_NODE_TIMEOUT).await;
     let mut failed = 0;
+    let (cpu0, t0) = (common::cpu_time(), std::time::Instant::now());
     for _ in 0..iterations {
         let result = match what {
             "floor" => floor.once(KEY).await,
@@ -112,7 +113,12 @@ async fn profile(what: &str, iterations: usize, masters: usize) {
         };
         failed += usize::from(result.is_err());
     }
-    eprintln!("{what}: {iterations} cycles, {failed} failed");
+    let per = |d: Duration| show(d / u32::try_from(iterations.max(1)).unwrap_or(u32::MAX));
+    eprintln!(
+        "{what}: {iterations} cycles, {failed} failed; per cycle {} wall, {} CPU of this process (all threads)",
+        per(t0.elapsed()),
+        per(common::cpu_time() - cpu0)
+    );
 }
 
 async fn run(args: &Args) -> Vec<Cell> {

@@ -367,8 +367,9 @@ async fn row2(args: &Args) -> Vec<Json> {
     cells
 }
 
-/// Passes per library in row 3, alternating between libraries; the median pass is reported.
-const THROUGHPUT_PASSES: usize = 3;
+/// Passes per library in row 3, alternating between libraries; the median pass is reported, and
+/// the ratios between libraries are also taken pass by pass (see [`paired`]).
+const THROUGHPUT_PASSES: usize = 5;
 
 /// Row 3: 256 tasks on distinct keys for a fixed time, per library. Each library runs
 /// [`THROUGHPUT_PASSES`] passes, alternating with the others so that a slow spell of the machine
@@ -394,6 +395,15 @@ async fn row3(args: &Args) -> Vec<Json> {
             passes_of[i].push(throughput_pass(&clients, lib, phase).await);
         }
     }
+    // Pass by pass, in the order they ran: neighbouring passes share the machine's state.
+    let rates_of = |l: Lib| -> Vec<f64> {
+        libs.iter()
+            .position(|x| *x == l)
+            .map(|i| passes_of[i].iter().map(|p| p.0).collect())
+            .unwrap_or_default()
+    };
+    let vs_rslock = paired(&rates_of(Lib::Quorlock), &rates_of(Lib::Rslock));
+    let vs_script = paired(&rates_of(Lib::Quorlock), &rates_of(Lib::ScriptFloor));
     let results: Vec<(Lib, f64, Duration, usize)> = libs
         .iter()
         .zip(passes_of)
@@ -405,7 +415,14 @@ async fn row3(args: &Args) -> Vec<Json> {
         .collect();
     let floor_rate = results.first().map_or(f64::NAN, |r| r.1);
     let floor_cpu = results.first().map_or(Duration::ZERO, |r| r.2);
-    let mut cells = Vec::new();
+    let mut cells = vec![Json::object()
+        .str("paired_ratios", "pass by pass")
+        .num("quorlock_vs_rslock_median", vs_rslock.0)
+        .num("quorlock_vs_rslock_min", vs_rslock.1)
+        .num("quorlock_vs_rslock_max", vs_rslock.2)
+        .num("quorlock_vs_script_floor_median", vs_script.0)
+        .num("quorlock_vs_script_floor_min", vs_script.1)
+        .num("quorlock_vs_script_floor_max", vs_script.2)];
     let mut rows = Vec::new();
     for (lib, rate, cpu, failed) in &results {
         cells.push(
@@ -435,9 +452,17 @@ async fn row3(args: &Args) -> Vec<Json> {
         common::table(
             &format!(
                 "Row 3: throughput, N = {n}, {TASKS} tasks on distinct keys, median of {passes} \
-                 passes of {phase:?} (quorlock / rslock = {:.2}×, quorlock / script floor = {:.2}×)",
+                 passes of {phase:?} (quorlock / rslock = {:.2}×, quorlock / script floor = {:.2}×; \
+                 pass by pass: quorlock / rslock median {:.2}× (range {:.2}-{:.2}×), quorlock / \
+                 script floor median {:.2}× (range {:.2}-{:.2}×))",
                 rate_of(Lib::Quorlock) / rate_of(Lib::Rslock),
-                rate_of(Lib::Quorlock) / rate_of(Lib::ScriptFloor)
+                rate_of(Lib::Quorlock) / rate_of(Lib::ScriptFloor),
+                vs_rslock.0,
+                vs_rslock.1,
+                vs_rslock.2,
+                vs_script.0,
+                vs_script.1,
+                vs_script.2,
             ),
             &[
                 "library",
@@ -451,6 +476,17 @@ async fn row3(args: &Args) -> Vec<Json> {
         );
     }
     cells
+}
+
+/// The ratios `a[i] / b[i]` of passes run side by side: their median, minimum and maximum (NaN
+/// when either library did not run).
+fn paired(a: &[f64], b: &[f64]) -> (f64, f64, f64) {
+    let mut ratios: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
+    if ratios.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    ratios.sort_by(f64::total_cmp);
+    (ratios[ratios.len() / 2], ratios[0], ratios[ratios.len() - 1])
 }
 
 /// One pass of row 3 for `lib`: acquisitions per second, process CPU per acquisition, and failed

@@ -68,7 +68,6 @@ pub async fn holders(cluster: &Cluster, live: &[usize], key: &str) -> usize {
 }
 
 /// How many connections subscribe to `channel` on master `i`.
-#[allow(dead_code)]
 pub async fn subscribers(cluster: &Cluster, i: usize, channel: &str) -> u64 {
     let mut conn = cluster.client(i).await.expect("connect to master");
     let (_, n): (String, u64) = redis::cmd("PUBSUB")
