@@ -120,7 +120,7 @@ impl Quorlock {
         }
         let health = Health::new(nodes.len(), &config);
         let inner = Inner {
-            waits: Waits::new(&nodes),
+            waits: Waits::new(&nodes, config.connect_timeout),
             nodes,
             config,
             watchdog: Watchdog::new(),

@@ -34,12 +34,12 @@ use rand::Rng;
 use redis::aio::PubSubSink;
 use redis::{Client, Msg, Value};
 use tokio::sync::Notify;
-use tokio::task::AbortHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 use tracing::{debug, warn, Span};
 
 use crate::coordinator::{release_channel, Inner};
 use crate::core::{quorum, Timing};
-use crate::error::AcquireError;
+use crate::error::{AcquireError, NodeErrorKind};
 use crate::guard::Guard;
 use crate::node::{classify, Node};
 
@@ -65,6 +65,8 @@ struct Hub {
     generations: AtomicU64,
     /// Whether the fall-back-to-polling warning was given.
     warned: AtomicBool,
+    /// How long opening a pub/sub connection may take (the builder's connect timeout).
+    connect_timeout: Duration,
 }
 
 /// One master's pub/sub connection, opened on demand.
@@ -80,6 +82,12 @@ struct Link {
     live: Option<Live>,
     /// No reconnect before this instant, after a failure.
     retry_after: Option<Instant>,
+    /// A connection being opened, in a task of its own: bounded by the connect timeout, not by
+    /// the patience of the waiter that started it, whose timeout is the node timeout. Opening a
+    /// connection takes longer than a command (a TLS handshake alone is two round trips), and an
+    /// attempt cut off at the node timeout every time would leave the master without pub/sub for
+    /// good. The next waiter picks up the outcome.
+    connecting: Option<JoinHandle<Result<Live, NodeErrorKind>>>,
 }
 
 struct Live {
@@ -153,7 +161,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Waits {
-    pub(crate) fn new(nodes: &[Node]) -> Self {
+    pub(crate) fn new(nodes: &[Node], connect_timeout: Duration) -> Self {
         Self {
             hub: Arc::new(Hub {
                 channels: Mutex::new(HashMap::new()),
@@ -168,6 +176,7 @@ impl Waits {
                     .collect(),
                 generations: AtomicU64::new(1),
                 warned: AtomicBool::new(false),
+                connect_timeout,
             }),
         }
     }
@@ -248,20 +257,37 @@ impl Master {
             .is_some_and(|live| live.alive.load(Ordering::Acquire))
         {
             link.live = None;
-            if link.retry_after.is_some_and(|at| Instant::now() < at) {
-                return false;
+            if link.connecting.is_none() {
+                if link.retry_after.is_some_and(|at| Instant::now() < at) {
+                    return false;
+                }
+                link.connecting = Some(tokio::spawn(connect(
+                    self.client.clone(),
+                    self.index,
+                    Arc::downgrade(hub),
+                    hub.connect_timeout,
+                )));
             }
-            // Set before connecting: a waiter's timeout may drop this attempt part-way (a master
-            // that never answers), and the next one should then wait as after a failure rather
-            // than hang every pause of every waiter on the same master again.
-            link.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
-            match self.connect(hub).await {
-                Ok(live) => {
+            let Some(connecting) = link.connecting.as_mut() else {
+                return false;
+            };
+            // Awaited in place: if this waiter's timeout ends the wait, the attempt goes on, and
+            // one attempt at a time is made however many waiters pause meanwhile.
+            let outcome = connecting.await;
+            link.connecting = None;
+            match outcome {
+                Ok(Ok(live)) => {
                     link.retry_after = None;
                     link.live = Some(live);
                 }
-                Err(error) => {
+                Ok(Err(error)) => {
+                    link.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
                     warn!(node = self.index, addr = %self.addr, %error, "cannot open the pub/sub connection; waiters fall back to their timers");
+                    return false;
+                }
+                Err(error) => {
+                    link.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
+                    debug!(node = self.index, %error, "the pub/sub connection attempt ended");
                     return false;
                 }
             }
@@ -297,43 +323,6 @@ impl Master {
         }
     }
 
-    /// Opens the pub/sub connection and starts the task that reads it.
-    async fn connect(&self, hub: &Arc<Hub>) -> Result<Live, crate::error::NodeErrorKind> {
-        let pubsub = self.client.get_async_pubsub().await.map_err(|e| classify(&e))?;
-        let (sink, mut stream) = pubsub.split();
-        let alive = Arc::new(AtomicBool::new(true));
-        let weak: Weak<Hub> = Arc::downgrade(hub);
-        let flag = Arc::clone(&alive);
-        let index = self.index;
-        let generation = hub.generations.fetch_add(1, Ordering::Relaxed);
-        let reader = tokio::spawn(async move {
-            while let Some(msg) = stream.next().await {
-                match weak.upgrade() {
-                    Some(hub) => hub.deliver(&msg),
-                    None => return,
-                }
-            }
-            flag.store(false, Ordering::Release);
-            debug!(node = index, "pub/sub connection closed");
-            // Nothing more comes from this master until it is subscribed again.
-            if let Some(hub) = weak.upgrade() {
-                for channel in hub.channels().values() {
-                    if let Some(state) = lock(&channel.subscribed).get_mut(index) {
-                        if state.maybe_on(generation) {
-                            *state = Sub::Off;
-                        }
-                    }
-                }
-            }
-        });
-        Ok(Live {
-            sink,
-            generation,
-            alive,
-            reader: reader.abort_handle(),
-        })
-    }
-
     /// Unsubscribes `name` unless a waiter has come back for it.
     async fn unsubscribe(&self, hub: &Hub, channel: &Channel) {
         let link = self.conn.lock().await;
@@ -353,6 +342,52 @@ impl Master {
             }
         }
     }
+}
+
+/// Opens master `index`'s pub/sub connection within `timeout` and starts the task that reads it.
+async fn connect(
+    client: Client,
+    index: usize,
+    weak: Weak<Hub>,
+    timeout: Duration,
+) -> Result<Live, NodeErrorKind> {
+    let pubsub = match tokio::time::timeout(timeout, client.get_async_pubsub()).await {
+        Ok(opened) => opened.map_err(|e| classify(&e))?,
+        Err(_) => return Err(NodeErrorKind::Timeout),
+    };
+    let (sink, mut stream) = pubsub.split();
+    let alive = Arc::new(AtomicBool::new(true));
+    let flag = Arc::clone(&alive);
+    let generation = match weak.upgrade() {
+        Some(hub) => hub.generations.fetch_add(1, Ordering::Relaxed),
+        None => return Err(NodeErrorKind::Connection("the client is gone".into())),
+    };
+    let reader = tokio::spawn(async move {
+        while let Some(msg) = stream.next().await {
+            match weak.upgrade() {
+                Some(hub) => hub.deliver(&msg),
+                None => return,
+            }
+        }
+        flag.store(false, Ordering::Release);
+        debug!(node = index, "pub/sub connection closed");
+        // Nothing more comes from this master until it is subscribed again.
+        if let Some(hub) = weak.upgrade() {
+            for channel in hub.channels().values() {
+                if let Some(state) = lock(&channel.subscribed).get_mut(index) {
+                    if state.maybe_on(generation) {
+                        *state = Sub::Off;
+                    }
+                }
+            }
+        }
+    });
+    Ok(Live {
+        sink,
+        generation,
+        alive,
+        reader: reader.abort_handle(),
+    })
 }
 
 impl Waiter {
@@ -667,7 +702,7 @@ mod tests {
                 .expect("valid url")
             })
             .collect();
-        Waits::new(&nodes)
+        Waits::new(&nodes, Duration::from_millis(50))
     }
 
     fn announce(waits: &Waits, key: &str, payload: &str) {

@@ -1,8 +1,9 @@
 //! The lock behind a faulty network, through the harness's own TCP proxy: a blackholed master
 //! (accepts, never answers), a slow one, and one that resets every connection; and a blackholed
 //! master is not dialled again on every pause of a waiter, nor a slow one whose `SUBSCRIBE` a
-//! waiter's timeout cut short; and a master whose connection is being re-opened when the round is
-//! won still gets the key.
+//! waiter's timeout cut short; a master slower to connect than the node timeout still gets its
+//! pub/sub connection; and a master whose connection is being re-opened when the round is won still
+//! gets the key.
 
 mod common;
 
@@ -211,6 +212,16 @@ async fn a_master_reconnecting_when_the_round_is_won_still_gets_the_key() {
     assert!(clean, "the release left the key behind");
 }
 
+/// A waiter through the proxies with a short node timeout (100 ms), retrying every 40 ms for `wait`.
+fn proxied_waiter(proxies: &ProxyGroup, wait: Duration) -> quorlock::QuorlockBuilder {
+    Quorlock::builder()
+        .nodes(proxies.urls(0))
+        .node_timeout(Duration::from_millis(100))
+        .retry_delay(Duration::from_millis(40))
+        .retry_jitter(Duration::ZERO)
+        .wait(wait)
+}
+
 /// A waiter's timeout that cuts a `SUBSCRIBE` short on a slow master must not take down that
 /// master's pub/sub connection, which every channel of the process shares (it used to be dropped
 /// and dialled again on the next pause); and the channel, which may be subscribed after all, is
@@ -220,12 +231,7 @@ async fn a_subscribe_cut_short_keeps_the_pubsub_connection_and_is_undone() {
     let c = cluster(3).await;
     let proxies = ProxyGroup::start(&c, 1).await.expect("proxies");
     let holder = common::locks(&c).await;
-    let waiter = Quorlock::builder()
-        .nodes(proxies.urls(0))
-        .node_timeout(Duration::from_millis(100))
-        .retry_delay(Duration::from_millis(40))
-        .retry_jitter(Duration::ZERO)
-        .wait(Duration::from_millis(800))
+    let waiter = proxied_waiter(&proxies, Duration::from_millis(800))
         .build()
         .await
         .expect("build");
@@ -258,4 +264,37 @@ async fn a_subscribe_cut_short_keeps_the_pubsub_connection_and_is_undone() {
     .await;
     assert!(undone, "master 2's pub/sub connection still carries the channel");
     held.release().await.expect("release");
+}
+
+/// Opening a connection takes several round trips, a command one: against a master whose new
+/// connections take longer than the node timeout to open, each waiter's attempt used to be cut off
+/// at the node timeout, so that master never got a pub/sub connection and its announcements never
+/// arrived. The attempt now runs in a task of its own, bounded by the connect timeout.
+#[tokio::test]
+async fn a_master_slower_to_connect_than_the_node_timeout_still_gets_pubsub() {
+    let c = cluster(3).await;
+    let proxies = ProxyGroup::start(&c, 1).await.expect("proxies");
+    let holder = common::locks(&c).await;
+    let waiter = proxied_waiter(&proxies, Duration::from_secs(10))
+        .connect_timeout(Duration::from_secs(3))
+        .build()
+        .await
+        .expect("build");
+    // New connections to master 2 now take about half a second to open; the waiter has none yet
+    // for pub/sub.
+    proxies
+        .set_master_mode(2, ProxyMode::Latency(Duration::from_millis(150)))
+        .expect("latency");
+    let held = holder.acquire("slow:a", TTL).await.expect("hold");
+    let waiting = tokio::spawn(async move { waiter.acquire("slow:a", TTL).await.map(drop) });
+    let subscribed = eventually(Duration::from_secs(8), || async {
+        common::subscribers(&c, 2, "quorlock:released:slow:a").await == 1
+    })
+    .await;
+    assert!(subscribed, "the waiter never subscribed on the slow master");
+    held.release().await.expect("release");
+    waiting
+        .await
+        .expect("waiter task")
+        .expect("acquired after the release");
 }
