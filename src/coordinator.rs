@@ -647,8 +647,10 @@ impl std::ops::Deref for OwnedNode {
 /// left, so that the lock lands on every master that grants it, not only on the majority that
 /// answered first. Dropped instead, a request still waiting for its turn on a master's connection
 /// would never be sent: the lock would then stand on a bare majority, and the loss of one more
-/// master would end it. Requests are queued on their connections before any later release, which
-/// therefore follows them; their replies change nothing for the holder.
+/// master would end it. Their replies change nothing for the holder. A request already handed to
+/// its connection is followed there by any later release; one still waiting for a reconnect may be
+/// overtaken by a release waiting for the same reconnect, and its key then stays on that master
+/// until the TTL: on a minority, so it never makes a second holder.
 fn finish_stragglers<Fut>(mut pending: FuturesUnordered<Fut>)
 where
     Fut: Future + Send + 'static,
