@@ -229,7 +229,8 @@ impl Inner {
             .arg("PX")
             .arg(ttl_millis(timing.ttl()));
         let cmd = Arc::new(cmd);
-        let ops: Arc<dyn LockOps> = Arc::new(PlainLock::new(&key, &token));
+        let (key, token): (Arc<str>, Arc<str>) = (key.into(), token.into());
+        let ops: Arc<dyn LockOps> = Arc::new(PlainLock::sharing(&key, &token));
         self.round_with(resource, key, token, timing, ops, |node| {
             let cmd = Arc::clone(&cmd);
             async move { node.set_nx(&cmd).await }
@@ -291,8 +292,8 @@ impl Inner {
     pub(crate) async fn round_with<F, Fut>(
         self: &Arc<Self>,
         resource: &str,
-        key: String,
-        token: String,
+        key: Arc<str>,
+        token: Arc<str>,
         timing: Timing,
         ops: Arc<dyn LockOps>,
         send: F,

@@ -86,8 +86,8 @@ impl StatusCell {
 pub(crate) struct Held {
     pub(crate) inner: Arc<Inner>,
     pub(crate) resource: String,
-    pub(crate) key: String,
-    pub(crate) token: String,
+    pub(crate) key: Arc<str>,
+    pub(crate) token: Arc<str>,
     /// How this kind of lock is extended and released.
     pub(crate) ops: Arc<dyn LockOps>,
     /// The TTL the lock was acquired with; the watchdog renews to it.
@@ -127,8 +127,8 @@ impl Guard {
     pub(crate) fn new(
         inner: Arc<Inner>,
         resource: String,
-        key: String,
-        token: String,
+        key: Arc<str>,
+        token: Arc<str>,
         ops: Arc<dyn LockOps>,
         ttl: Duration,
         valid_until: Instant,

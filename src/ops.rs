@@ -6,6 +6,7 @@
 //! validity, release on drop and renewal are written once.
 
 use std::fmt;
+use std::sync::Arc;
 
 use redis::Cmd;
 
@@ -42,19 +43,28 @@ pub(crate) trait LockOps: Send + Sync + fmt::Debug + 'static {
 /// A plain RedLock lock: one string key holding our token (interoperable with other clients).
 ///
 /// The release channel is derived from the key when a release is built, not stored: a held lock
-/// costs memory for as long as it is held, a release happens once.
+/// costs memory for as long as it is held, a release happens once. For the same reason the key and
+/// the token are shared with the guard ([`PlainLock::sharing`]) rather than copied.
 #[derive(Clone)]
 pub(crate) struct PlainLock {
-    key: String,
-    token: String,
+    key: Arc<str>,
+    token: Arc<str>,
 }
 
 impl PlainLock {
     /// The plain lock of `key` for `token`.
     pub(crate) fn new(key: &str, token: &str) -> Self {
         Self {
-            key: key.to_owned(),
-            token: token.to_owned(),
+            key: key.into(),
+            token: token.into(),
+        }
+    }
+
+    /// The plain lock of `key` for `token`, sharing both with whoever else holds them.
+    pub(crate) fn sharing(key: &Arc<str>, token: &Arc<str>) -> Self {
+        Self {
+            key: Arc::clone(key),
+            token: Arc::clone(token),
         }
     }
 }
@@ -90,8 +100,8 @@ impl PlainLock {
     fn extend_call_of(&self, ttl_ms: u64) -> ScriptCall {
         EXTEND
             .call(1, 3, self.key.len() + self.token.len())
-            .arg(&self.key)
-            .arg(&self.token)
+            .arg(&*self.key)
+            .arg(&*self.token)
             .arg(ttl_ms)
     }
 
@@ -99,8 +109,8 @@ impl PlainLock {
         let channel = release_channel(&self.key);
         RELEASE
             .call(1, 3, self.key.len() + self.token.len() + channel.len())
-            .arg(&self.key)
-            .arg(&self.token)
+            .arg(&*self.key)
+            .arg(&*self.token)
             .arg(&channel)
     }
 }

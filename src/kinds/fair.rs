@@ -448,7 +448,7 @@ async fn round(
     let key = waiter.keys[0].clone();
     let token = waiter.token.clone();
     inner
-        .round_with(resource, key, token, timing, ops, |node| {
+        .round_with(resource, key.into(), token.into(), timing, ops, |node| {
             let cmd = Arc::clone(&cmd);
             async move {
                 match int_reply(node.query(&cmd).await?, "fair acquire")? {

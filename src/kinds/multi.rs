@@ -186,7 +186,7 @@ async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<
     let cmd = Arc::new(cmd);
     let resources = set.names.len();
     let result = inner
-        .round_with(&set.label, key_label, token, timing, ops, |node| {
+        .round_with(&set.label, key_label.into(), token.into(), timing, ops, |node| {
             let (cmd, held) = (Arc::clone(&cmd), Arc::clone(&held));
             async move {
                 let conflicts = conflicts(node.query(&cmd).await?, resources)?;
