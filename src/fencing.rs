@@ -36,7 +36,6 @@ use crate::error::{AcquireError, NodeErrorKind, NodeFailure};
 use crate::guard::Guard;
 use crate::node::Node;
 use crate::ops::{LockOps, PlainLock};
-use crate::wait::ReleaseWake;
 use crate::Quorlock;
 
 /// Round 1: SET NX and, if granted, INCR the counter.
@@ -75,14 +74,11 @@ impl Quorlock {
         ttl: std::time::Duration,
     ) -> Result<Guard, AcquireError> {
         let timing = check(&self.inner, resource, ttl)?;
-        let wake = ReleaseWake::new(&self.inner, vec![self.inner.key(resource)]);
         let guard = self
             .inner
-            .retrying(
-                resource,
-                |delay, contended| wake.pause(delay, contended),
-                || fenced_round(&self.inner, resource, timing),
-            )
+            .retrying_woken(resource, vec![self.inner.key(resource)], || {
+                fenced_round(&self.inner, resource, timing)
+            })
             .await?;
         if let Some(token) = guard.fencing_token() {
             Span::current().record("token", token);

@@ -19,7 +19,7 @@
 //! majority rather than racing the release on the slower masters); many waiters do not stampede. When no master accepts the subscription, the wait falls back to jittered polling with
 //! the configured retry delay, with a warning.
 //!
-//! The lock kinds that retry through `Inner::retrying` (reentrant, multi-resource, fenced) use
+//! The lock kinds that retry through `Inner::retrying_woken` (reentrant, multi-resource, fenced) use
 //! [`ReleaseWake`]: the same shared subscriptions, on the kinds' own keys, with the retry delay as
 //! the fallback.
 
@@ -467,7 +467,7 @@ impl Drop for Waiter {
 /// announcements switched off, or when no master accepts the subscription (warned once), every
 /// pause is the plain delay. The fallback stays the retry delay rather than the key's PTTL: a
 /// kind's keys are hashes or sets of keys whose expiry says less about when the lock frees.
-pub(crate) struct ReleaseWake<'a> {
+struct ReleaseWake<'a> {
     inner: &'a Inner,
     keys: Vec<String>,
     /// `None` until the first contended pause; then the subscriptions (none when unavailable).
@@ -488,7 +488,7 @@ impl Listening {
 
 impl<'a> ReleaseWake<'a> {
     /// Prepares to listen for releases of `keys`; nothing is subscribed yet.
-    pub(crate) fn new(inner: &'a Inner, keys: Vec<String>) -> Self {
+    fn new(inner: &'a Inner, keys: Vec<String>) -> Self {
         Self {
             inner,
             keys,
@@ -498,7 +498,7 @@ impl<'a> ReleaseWake<'a> {
 
     /// Pauses for up to `delay` after a failed attempt; `contended` says whether another holder
     /// refused it (only then is subscribing worth it).
-    pub(crate) async fn pause(&self, delay: Duration, contended: bool) {
+    async fn pause(&self, delay: Duration, contended: bool) {
         let until = tokio::time::Instant::now() + delay;
         if !self.inner.config.wake_on_release {
             tokio::time::sleep_until(until).await;
@@ -556,6 +556,23 @@ impl<'a> ReleaseWake<'a> {
 }
 
 impl Inner {
+    /// [`Inner::retrying`] for a lock kind whose lock is the keys `keys`: a pause ends early when a
+    /// release of one of them is announced (see [`ReleaseWake`]).
+    pub(crate) async fn retrying_woken<F, Fut>(
+        &self,
+        resource: &str,
+        keys: Vec<String>,
+        round: F,
+    ) -> Result<Guard, AcquireError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<Guard, AcquireError>>,
+    {
+        let wake = ReleaseWake::new(self, keys);
+        self.retrying(resource, |delay, contended| wake.pause(delay, contended), round)
+            .await
+    }
+
     /// How long until a majority of masters no longer hold `key`, from their PTTLs; `None` when
     /// too few masters gave a usable answer.
     pub(crate) async fn free_in(&self, key: &str) -> Option<Duration> {

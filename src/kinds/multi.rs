@@ -23,7 +23,6 @@ use crate::core::Timing;
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::guard::Guard;
 use crate::ops::LockOps;
-use crate::wait::ReleaseWake;
 use crate::Quorlock;
 
 const ACQUIRE_SCRIPT: &str = include_str!("../scripts/multi_acquire.lua");
@@ -143,13 +142,8 @@ impl Quorlock {
     {
         let (set, timing) = ResourceSet::checked(&self.inner, resources, ttl)?;
         let keys = set.names.iter().map(|r| self.inner.key(r)).collect();
-        let wake = ReleaseWake::new(&self.inner, keys);
         self.inner
-            .retrying(
-                &set.label,
-                |delay, contended| wake.pause(delay, contended),
-                || round(&self.inner, &set, timing),
-            )
+            .retrying_woken(&set.label, keys, || round(&self.inner, &set, timing))
             .await
     }
 

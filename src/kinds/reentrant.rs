@@ -25,7 +25,6 @@ use crate::core::{quorum, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::guard::Guard;
 use crate::ops::LockOps;
-use crate::wait::ReleaseWake;
 use crate::Quorlock;
 
 const ACQUIRE_SCRIPT: &str = include_str!("../scripts/reentrant_acquire.lua");
@@ -175,13 +174,11 @@ impl Quorlock {
         ttl: Duration,
     ) -> Result<Guard, AcquireError> {
         let timing = check(&self.inner, resource, owner, ttl)?;
-        let wake = ReleaseWake::new(&self.inner, vec![kind_key(&self.inner, REENTRANT_TAG, resource)]);
+        let key = kind_key(&self.inner, REENTRANT_TAG, resource);
         self.inner
-            .retrying(
-                resource,
-                |delay, contended| wake.pause(delay, contended),
-                || round(&self.inner, resource, owner, timing),
-            )
+            .retrying_woken(resource, vec![key], || {
+                round(&self.inner, resource, owner, timing)
+            })
             .await
     }
 
