@@ -204,6 +204,16 @@ impl Waits {
 }
 
 impl Hub {
+    /// Warns, once per client, that a wait for `resource` found no master to subscribe on.
+    fn warn_polling(&self, resource: &str) {
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            warn!(
+                resource,
+                "release announcements are unavailable on every master; falling back to polling"
+            );
+        }
+    }
+
     fn channels(&self) -> MutexGuard<'_, HashMap<String, Arc<Channel>>> {
         lock(&self.channels)
     }
@@ -481,6 +491,16 @@ struct Listening {
 }
 
 impl Listening {
+    /// Listening through `waiters`, with their channels' release counts as seen so far.
+    fn new(waiters: Vec<Waiter>) -> Self {
+        let listening = Self {
+            waiters,
+            seen: Mutex::new(Vec::new()),
+        };
+        *lock(&listening.seen) = listening.counts();
+        listening
+    }
+
     fn counts(&self) -> Vec<u64> {
         self.waiters.iter().map(|w| *w.releases().borrow()).collect()
     }
@@ -510,26 +530,16 @@ impl<'a> ReleaseWake<'a> {
             None if contended => {
                 let waiters: Vec<Waiter> = self.keys.iter().map(|k| self.inner.waits.waiter(k)).collect();
                 let subscribed = futures::future::join_all(waiters.iter().map(|w| w.listen(timeout))).await;
-                if subscribed.iter().all(|n| *n == 0) {
-                    if !self.inner.waits.hub.warned.swap(true, Ordering::Relaxed) {
-                        warn!(
-                            "release announcements are unavailable on every master; falling back to polling"
-                        );
-                    }
-                    *lock(&self.listening) = Some(Arc::new(Listening {
-                        waiters: Vec::new(),
-                        seen: Mutex::new(Vec::new()),
-                    }));
-                    tokio::time::sleep_until(until).await;
-                } else {
-                    // Subscribed now: try again at once, in case the release came in between.
-                    let listening = Listening {
-                        waiters,
-                        seen: Mutex::new(Vec::new()),
-                    };
-                    *lock(&listening.seen) = listening.counts();
-                    *lock(&self.listening) = Some(Arc::new(listening));
+                let unavailable = subscribed.iter().all(|n| *n == 0);
+                if unavailable {
+                    self.inner.waits.hub.warn_polling(&self.keys.join(", "));
                 }
+                let listening = Listening::new(if unavailable { Vec::new() } else { waiters });
+                *lock(&self.listening) = Some(Arc::new(listening));
+                if unavailable {
+                    tokio::time::sleep_until(until).await;
+                }
+                // Else subscribed now: try again at once, in case the release came in between.
                 return;
             }
             Some(listening) if !listening.waiters.is_empty() => listening,
@@ -662,12 +672,7 @@ impl Inner {
             let Some(listener) = &waiter else {
                 let fresh = self.waits.waiter(&key);
                 if fresh.listen(self.config.node_timeout).await == 0 {
-                    if !self.waits.hub.warned.swap(true, Ordering::Relaxed) {
-                        warn!(
-                            resource,
-                            "release announcements are unavailable on every master; falling back to polling"
-                        );
-                    }
+                    self.waits.hub.warn_polling(resource);
                     polling = true;
                     continue;
                 }
