@@ -6,25 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::{cluster, locks, value};
-use quorlock_chaos::Cluster;
 
 const TTL: Duration = Duration::from_secs(10);
-
-/// How many times master `i` ran `command` (from `INFO commandstats`).
-async fn calls(c: &Cluster, i: usize, command: &str) -> u64 {
-    let mut conn = c.client(i).await.expect("connect to master");
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .expect("INFO commandstats");
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
 
 #[tokio::test]
 async fn release_goes_by_sha_once_loaded_and_survives_a_script_flush() {
@@ -38,7 +21,8 @@ async fn release_goes_by_sha_once_loaded_and_survives_a_script_flush() {
     assert!(released.held >= 2);
 
     // From then on it goes by SHA1.
-    let before: Vec<u64> = futures::future::join_all((0..3).map(|i| calls(&c, i, "evalsha"))).await;
+    let before: Vec<u64> =
+        futures::future::join_all((0..3).map(|i| common::calls(&c, i, &["evalsha"]))).await;
     let guard = locks.acquire("scripts:a", TTL).await.expect("acquire again");
     guard.extend(TTL).await.expect("extend");
     let released = guard.release().await.expect("second release");
@@ -46,7 +30,8 @@ async fn release_goes_by_sha_once_loaded_and_survives_a_script_flush() {
     // The release returns at a majority; the last master's reply may still be on its way.
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            let after: Vec<u64> = futures::future::join_all((0..3).map(|i| calls(&c, i, "evalsha"))).await;
+            let after: Vec<u64> =
+                futures::future::join_all((0..3).map(|i| common::calls(&c, i, &["evalsha"]))).await;
             after.iter().zip(&before).all(|(a, b)| a > b)
         })
         .await,
