@@ -39,14 +39,7 @@ async fn release_goes_by_sha_once_loaded_and_survives_a_script_flush() {
     );
 
     // The cache is emptied behind the client's back: NOSCRIPT must fall back to the source.
-    for i in 0..3 {
-        let mut conn = c.client(i).await.expect("connect");
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query_async(&mut conn)
-            .await
-            .expect("SCRIPT FLUSH");
-    }
+    common::on_every_master(&c, &["SCRIPT", "FLUSH"]).await;
     let guard = locks
         .acquire("scripts:a", TTL)
         .await

@@ -269,14 +269,7 @@ async fn renewals_survive_a_flushed_script_cache() {
     let started = Instant::now();
     while started.elapsed() < TTL * 3 {
         // As after a master restart: the scripts the renewals run are gone.
-        for i in 0..3 {
-            let mut conn = c.client(i).await.expect("connect");
-            let _: () = redis::cmd("SCRIPT")
-                .arg("FLUSH")
-                .query_async(&mut conn)
-                .await
-                .expect("SCRIPT FLUSH");
-        }
+        common::on_every_master(&c, &["SCRIPT", "FLUSH"]).await;
         tokio::time::sleep(TTL / 6).await;
         assert!(!guard.is_lost(), "lost after {:?}", started.elapsed());
     }

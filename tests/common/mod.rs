@@ -188,14 +188,19 @@ pub async fn calls(c: &Cluster, i: usize, names: &[&str]) -> u64 {
         .sum()
 }
 
-/// Resets every master's command statistics.
-pub async fn reset_stats(c: &Cluster) {
+/// Runs the admin command `args` (answered with `OK`) on every master.
+pub async fn on_every_master(c: &Cluster, args: &[&str]) {
     for i in 0..c.len() {
         let mut conn = c.client(i).await.expect("connect");
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
+        let _: () = redis::cmd(args[0])
+            .arg(&args[1..])
             .query_async(&mut conn)
             .await
-            .expect("CONFIG RESETSTAT");
+            .unwrap_or_else(|e| panic!("{args:?} on master {i}: {e}"));
     }
+}
+
+/// Resets every master's command statistics.
+pub async fn reset_stats(c: &Cluster) {
+    on_every_master(c, &["CONFIG", "RESETSTAT"]).await;
 }
