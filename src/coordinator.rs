@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::stream::{FuturesUnordered, StreamExt};
+use futures::stream::StreamExt;
 use futures::FutureExt;
 use rand::TryRngCore;
 use tracing::{debug, field, instrument, warn, Span};
@@ -22,6 +22,7 @@ use crate::coalesce::LocalQueue;
 use crate::config::{Config, QuorlockBuilder, MAX_TTL, RELEASE_CHANNEL_PREFIX};
 use crate::core::{quorum, Decision, Failure, Tally, Timing, Vote};
 use crate::error::{AcquireError, BuildError, InputError, NodeErrorKind, NodeFailure};
+use crate::fanout::Fanout;
 use crate::guard::Guard;
 use crate::health::Health;
 use crate::node::{Found, Node};
@@ -307,7 +308,7 @@ impl Inner {
         let mut cleanup = ReleaseOnDrop::new(self.clone(), Arc::clone(&ops));
         let started = Instant::now();
         let mut tally = Tally::new(self.nodes.len(), timing, started);
-        let mut pending: FuturesUnordered<_> = (0..self.nodes.len())
+        let mut pending: Fanout<_> = (0..self.nodes.len())
             .map(|index| {
                 let request = send(OwnedNode {
                     inner: Arc::clone(self),
@@ -393,7 +394,7 @@ impl Inner {
     pub(crate) async fn decide<F>(
         &self,
         tally: &mut Tally,
-        pending: &mut FuturesUnordered<F>,
+        pending: &mut Fanout<F>,
         failures: &mut Vec<NodeFailure>,
     ) -> Decision
     where
@@ -505,7 +506,7 @@ impl Inner {
             Some(call) => Ok(call),
             None => Err(ops.release_cmd()),
         });
-        let mut pending: FuturesUnordered<_> = nodes
+        let mut pending: Fanout<_> = nodes
             .iter()
             .map(|&node| {
                 let (inner, cmd) = (Arc::clone(self), Arc::clone(&cmd));
@@ -652,7 +653,7 @@ impl std::ops::Deref for OwnedNode {
 /// its connection is followed there by any later release; one still waiting for a reconnect may be
 /// overtaken by a release waiting for the same reconnect, and its key then stays on that master
 /// until the TTL: on a minority, so it never makes a second holder.
-fn finish_stragglers<Fut>(mut pending: FuturesUnordered<Fut>)
+fn finish_stragglers<Fut>(mut pending: Fanout<Fut>)
 where
     Fut: Future + Send + 'static,
     Fut::Output: Send,

@@ -24,7 +24,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use futures::stream::{FuturesUnordered, StreamExt};
+use futures::stream::StreamExt;
 use redis::Value;
 use tracing::{debug, field, info, instrument, warn, Span};
 
@@ -33,6 +33,7 @@ use crate::coordinator::{new_token, ttl_millis, Inner, ReleaseOnDrop};
 use crate::core::fencing::{fencing_token, repair_target, AcquireReply, CounterRead, RepairTarget};
 use crate::core::{Decision, Failure, Tally, Timing, Vote};
 use crate::error::{AcquireError, NodeErrorKind, NodeFailure};
+use crate::fanout::Fanout;
 use crate::guard::Guard;
 use crate::node::Node;
 use crate::ops::{LockOps, PlainLock};
@@ -295,7 +296,7 @@ async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Resul
     // Round 1.
     let counters = Mutex::new(vec![None; n]);
     let mut tally = Tally::new(n, timing, started);
-    let mut pending: FuturesUnordered<_> = inner
+    let mut pending: Fanout<_> = inner
         .nodes
         .iter()
         .map(|node| {
@@ -337,7 +338,7 @@ async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Resul
     for i in (0..n).filter(|i| !granted.contains(i)) {
         commit.handle_reply(i, Vote::No, now);
     }
-    let mut pending: FuturesUnordered<_> = granted
+    let mut pending: Fanout<_> = granted
         .iter()
         .filter_map(|i| inner.nodes.get(*i))
         .map(|node| {
@@ -401,7 +402,7 @@ pub(crate) async fn repair(inner: &Arc<Inner>) -> usize {
     let mut get = redis::cmd("MGET");
     get.arg(&counter).arg(&epoch);
     let mut reads = vec![CounterRead::Unusable; n];
-    let mut pending: FuturesUnordered<_> = inner
+    let mut pending: Fanout<_> = inner
         .nodes
         .iter()
         .map(|node| {

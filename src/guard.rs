@@ -20,7 +20,6 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use futures::stream::FuturesUnordered;
 use tokio::sync::Notify;
 use tracing::{field, instrument, Span};
 
@@ -28,6 +27,7 @@ use crate::coalesce::Turn;
 use crate::coordinator::{spawn_release, ttl_millis, Inner};
 use crate::core::{Decision, Tally};
 use crate::error::{ExtendError, ReleaseError, Released};
+use crate::fanout::Fanout;
 use crate::ops::LockOps;
 
 /// How much earlier than the end of validity the lock counts as lost (`is_lost()`, `lost()`):
@@ -240,7 +240,7 @@ impl Guard {
         };
         let started = Instant::now();
         let mut tally = Tally::new(held.inner.nodes.len(), timing, started);
-        let mut pending: FuturesUnordered<_> = held
+        let mut pending: Fanout<_> = held
             .inner
             .nodes
             .iter()

@@ -68,6 +68,7 @@ pub mod config;
 mod coordinator;
 pub mod core;
 pub mod error;
+mod fanout;
 mod fenced_store;
 mod fencing;
 mod guard;
