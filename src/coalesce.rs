@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-type Turns = Arc<Mutex<HashMap<String, Arc<AsyncMutex<()>>>>>;
+type Turns = Arc<Mutex<HashMap<Arc<str>, Arc<AsyncMutex<()>>>>>;
 
 /// The local queues of one [`crate::Quorlock`], one per contended key.
 #[derive(Default)]
@@ -42,7 +42,7 @@ pub(crate) struct Turn {
 #[derive(Debug)]
 struct Ticket {
     turns: Turns,
-    key: String,
+    key: Arc<str>,
     queue: Arc<AsyncMutex<()>>,
 }
 
@@ -51,22 +51,31 @@ impl Drop for Ticket {
         let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
         // Ours and the map's are the only references left: nobody else holds or waits.
         if Arc::strong_count(&self.queue) == 2
-            && turns.get(&self.key).is_some_and(|q| Arc::ptr_eq(q, &self.queue))
+            && turns.get(&*self.key).is_some_and(|q| Arc::ptr_eq(q, &self.queue))
         {
-            turns.remove(&self.key);
+            turns.remove(&*self.key);
         }
     }
 }
 
 impl LocalQueue {
     /// Waits for this task's turn on `key`. Cancel-safe: dropping the future leaves the queue.
-    pub(crate) async fn turn(&self, key: &str) -> Turn {
+    ///
+    /// The key is shared, not copied: the caller's lock keeps the same one.
+    pub(crate) async fn turn(&self, key: &Arc<str>) -> Turn {
         let ticket = {
             let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
-            let queue = Arc::clone(turns.entry(key.to_owned()).or_default());
+            let queue = match turns.get(&**key) {
+                Some(queue) => Arc::clone(queue),
+                None => {
+                    let queue = Arc::new(AsyncMutex::new(()));
+                    turns.insert(Arc::clone(key), Arc::clone(&queue));
+                    queue
+                }
+            };
             Ticket {
                 turns: Arc::clone(&self.turns),
-                key: key.to_owned(),
+                key: Arc::clone(key),
                 queue,
             }
         };
@@ -92,20 +101,20 @@ mod tests {
     #[tokio::test]
     async fn turns_are_exclusive_fifo_and_leave_nothing_behind() {
         let queue = Arc::new(LocalQueue::default());
-        let first = queue.turn("k").await;
+        let first = queue.turn(&"k".into()).await;
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for i in 0..5 {
             let (queue, order) = (Arc::clone(&queue), Arc::clone(&order));
             tasks.push(tokio::spawn(async move {
-                let _turn = queue.turn("k").await;
+                let _turn = queue.turn(&"k".into()).await;
                 order.lock().unwrap().push(i);
             }));
             // Let each waiter enqueue before the next.
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         // Another key is independent.
-        drop(queue.turn("other").await);
+        drop(queue.turn(&"other".into()).await);
         assert!(order.lock().unwrap().is_empty(), "nobody passes the holder");
         drop(first);
         for task in tasks {
@@ -118,8 +127,8 @@ mod tests {
     #[tokio::test]
     async fn a_cancelled_waiter_leaves_the_queue() {
         let queue = LocalQueue::default();
-        let first = queue.turn("k").await;
-        let waited = tokio::time::timeout(Duration::from_millis(10), queue.turn("k")).await;
+        let first = queue.turn(&"k".into()).await;
+        let waited = tokio::time::timeout(Duration::from_millis(10), queue.turn(&"k".into())).await;
         assert!(waited.is_err());
         drop(first);
         assert_eq!(queue.len(), 0);

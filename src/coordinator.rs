@@ -189,6 +189,26 @@ impl Inner {
         key
     }
 
+    /// The key of a resource, made once for everything that shares it (local queue, rounds, guard):
+    /// one allocation when it is short enough to be joined on the stack first.
+    pub(crate) fn shared_key(&self, resource: &str) -> Arc<str> {
+        let prefix = self.config.key_prefix.as_bytes();
+        let mut joined = [0u8; 256];
+        let len = prefix.len() + resource.len();
+        match joined.get_mut(..len) {
+            Some(buf) => {
+                let (head, tail) = buf.split_at_mut(prefix.len());
+                head.copy_from_slice(prefix);
+                tail.copy_from_slice(resource.as_bytes());
+                match std::str::from_utf8(buf) {
+                    Ok(key) => Arc::from(key),
+                    Err(_) => self.key(resource).into(),
+                }
+            }
+            None => self.key(resource).into(),
+        }
+    }
+
     /// Checks per-call arguments against the configuration.
     pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<Timing, InputError> {
         if ttl.is_zero() {
@@ -221,16 +241,25 @@ impl Inner {
         resource: &str,
         timing: Timing,
     ) -> Result<Guard, AcquireError> {
-        let key = self.key(resource);
+        self.round_keyed(resource, self.shared_key(resource), timing)
+            .await
+    }
+
+    /// As [`Inner::round`], with the resource's key already made.
+    pub(crate) async fn round_keyed(
+        self: &Arc<Self>,
+        resource: &str,
+        key: Arc<str>,
+        timing: Timing,
+    ) -> Result<Guard, AcquireError> {
         let token = new_token()?;
         let mut cmd = redis::cmd("SET");
-        cmd.arg(&key)
-            .arg(&token)
+        cmd.arg(&*key)
+            .arg(&*token)
             .arg("NX")
             .arg("PX")
             .arg(ttl_millis(timing.ttl()));
         let cmd = Arc::new(cmd);
-        let (key, token): (Arc<str>, Arc<str>) = (key.into(), token.into());
         let ops: Arc<dyn LockOps> = Arc::new(PlainLock::sharing(&key, &token));
         self.round_with(resource, key, token, timing, ops, |node| {
             let cmd = Arc::clone(&cmd);
@@ -615,19 +644,21 @@ pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
     rounded.max(1)
 }
 
-/// 128 random bits from the OS, as 32 lowercase hex digits.
-pub(crate) fn new_token() -> Result<String, AcquireError> {
+/// 128 random bits from the OS, as 32 lowercase hex digits, in the one allocation the lock and its
+/// guard then share.
+pub(crate) fn new_token() -> Result<Arc<str>, AcquireError> {
     let mut bytes = [0u8; 16];
     rand::rngs::OsRng
         .try_fill_bytes(&mut bytes)
         .map_err(|e| AcquireError::Rng(e.to_string()))?;
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut token = String::with_capacity(32);
-    for b in bytes {
-        token.push(char::from(HEX[usize::from(b >> 4)]));
-        token.push(char::from(HEX[usize::from(b & 0x0f)]));
+    let mut hex = [0u8; 32];
+    for (pair, b) in hex.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 0x0f)];
     }
-    Ok(token)
+    let token = std::str::from_utf8(&hex).map_err(|e| AcquireError::Rng(e.to_string()))?;
+    Ok(Arc::from(token))
 }
 
 /// One master of a handle, owned: what a request that may outlive its round refers to.
@@ -733,6 +764,27 @@ mod tests {
         assert_eq!(a.len(), 32);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+    }
+
+    #[tokio::test]
+    async fn a_shared_key_is_the_key_at_any_length() {
+        let locks = Quorlock::builder()
+            .nodes(["redis://127.0.0.1:1"])
+            .key_prefix("app:ü:")
+            .connect_timeout(Duration::from_millis(10))
+            .build()
+            .await
+            .expect("an unreachable master is only warned about");
+        // The prefix is 7 bytes: 249 more fill the 256 joined on the stack, 250 take the other path.
+        let long = "r".repeat(600);
+        for resource in ["x", "ключ", &long[..249], &long[..250], &long[..]] {
+            assert_eq!(
+                &*locks.inner.shared_key(resource),
+                locks.inner.key(resource),
+                "{}",
+                resource.len()
+            );
+        }
     }
 
     #[test]

@@ -288,7 +288,7 @@ async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Resul
     let ttl_ms = ttl_millis(timing.ttl());
     let n = inner.nodes.len();
     // The fenced lock is a plain lock on the wire: extend and release are the plain commands.
-    let (key, token): (Arc<str>, Arc<str>) = (key.into(), token.into());
+    let key: Arc<str> = key.into();
     let ops: Arc<dyn LockOps> = Arc::new(PlainLock::sharing(&key, &token));
     let mut cleanup = ReleaseOnDrop::new(Arc::clone(inner), Arc::clone(&ops));
     let started = Instant::now();

@@ -616,7 +616,8 @@ impl Inner {
         let deadline = tokio::time::Instant::from_std(started)
             .checked_add(plan.wait)
             .unwrap_or_else(|| tokio::time::Instant::now() + FOREVER);
-        let key = self.key(resource);
+        // One copy of the key serves the local queue, the rounds and the guard.
+        let key = self.shared_key(resource);
         let turn = if self.config.local_queue {
             match tokio::time::timeout_at(deadline, self.queue.turn(&key)).await {
                 Ok(turn) => Some(turn),
@@ -636,7 +637,7 @@ impl Inner {
         loop {
             attempts += 1;
             Span::current().record("attempt", attempts);
-            let err = match self.round(resource, timing).await {
+            let err = match self.round_keyed(resource, Arc::clone(&key), timing).await {
                 Ok(guard) => {
                     if let Some(turn) = turn {
                         guard.held.hold_turn(turn);

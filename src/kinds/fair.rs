@@ -155,7 +155,7 @@ pub(crate) struct FairWaiter {
     keys: [String; 3],
     ticket: Ticket,
     /// Drawn for this acquisition alone: the lock's value while we hold it.
-    token: String,
+    token: Arc<str>,
     channel: String,
 }
 
@@ -170,7 +170,7 @@ impl fmt::Debug for FairWaiter {
 }
 
 impl FairWaiter {
-    fn new(inner: &Inner, resource: &str, ticket: Ticket, token: String) -> Self {
+    fn new(inner: &Inner, resource: &str, ticket: Ticket, token: Arc<str>) -> Self {
         let lock = kind_key(inner, FAIR_TAG, resource);
         let queue = format!("{lock}{FAIR_QUEUE_SUFFIX}");
         let deadlines = format!("{lock}{FAIR_DEADLINES_SUFFIX}");
@@ -189,7 +189,7 @@ impl FairWaiter {
             .arg(self.ticket.at_ms)
             .arg(ttl_ms)
             .arg(heartbeat_ms)
-            .arg(&self.token);
+            .arg(&*self.token);
         cmd
     }
 
@@ -214,13 +214,13 @@ impl FairWaiter {
 impl LockOps for FairWaiter {
     fn extend_cmd(&self, ttl_ms: u64) -> Cmd {
         let mut cmd = eval(EXTEND_SCRIPT, &self.keys[..1]);
-        cmd.arg(&self.token).arg(ttl_ms);
+        cmd.arg(&*self.token).arg(ttl_ms);
         cmd
     }
 
     fn release_cmd(&self) -> Cmd {
         let mut cmd = eval(RELEASE_SCRIPT, &self.keys);
-        cmd.arg(&self.token).arg(&self.channel).arg(&self.ticket.id);
+        cmd.arg(&*self.token).arg(&self.channel).arg(&self.ticket.id);
         cmd
     }
 }
@@ -446,9 +446,9 @@ async fn round(
     let cmd = Arc::new(waiter.acquire_cmd(ttl_millis(timing.ttl()), heartbeat_ms));
     let ops: Arc<dyn LockOps> = Arc::clone(waiter) as Arc<dyn LockOps>;
     let key = waiter.keys[0].clone();
-    let token = waiter.token.clone();
+    let token = Arc::clone(&waiter.token);
     inner
-        .round_with(resource, key.into(), token.into(), timing, ops, |node| {
+        .round_with(resource, key.into(), token, timing, ops, |node| {
             let cmd = Arc::clone(&cmd);
             async move {
                 match int_reply(node.query(&cmd).await?, "fair acquire")? {

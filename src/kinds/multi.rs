@@ -33,7 +33,7 @@ const EXTEND_SCRIPT: &str = include_str!("../scripts/multi_extend.lua");
 pub(crate) struct MultiLock {
     resources: Vec<String>,
     keys: Vec<String>,
-    token: String,
+    token: Arc<str>,
 }
 
 impl fmt::Debug for MultiLock {
@@ -48,7 +48,7 @@ impl fmt::Debug for MultiLock {
 impl MultiLock {
     fn acquire_cmd(&self, ttl_ms: u64) -> Cmd {
         let mut cmd = eval(ACQUIRE_SCRIPT, &self.keys);
-        cmd.arg(&self.token).arg(ttl_ms);
+        cmd.arg(&*self.token).arg(ttl_ms);
         cmd
     }
 }
@@ -56,13 +56,13 @@ impl MultiLock {
 impl LockOps for MultiLock {
     fn extend_cmd(&self, ttl_ms: u64) -> Cmd {
         let mut cmd = eval(EXTEND_SCRIPT, &self.keys);
-        cmd.arg(&self.token).arg(ttl_ms);
+        cmd.arg(&*self.token).arg(ttl_ms);
         cmd
     }
 
     fn release_cmd(&self) -> Cmd {
         let mut cmd = eval(RELEASE_SCRIPT, &self.keys);
-        cmd.arg(&self.token).arg(RELEASE_CHANNEL_PREFIX);
+        cmd.arg(&*self.token).arg(RELEASE_CHANNEL_PREFIX);
         cmd
     }
 
@@ -170,7 +170,7 @@ async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<
     let lock = MultiLock {
         resources: set.names.clone(),
         keys,
-        token: token.clone(),
+        token: Arc::clone(&token),
     };
     let cmd = lock.acquire_cmd(ttl_millis(timing.ttl()));
     let key_label = format!("{{{}}}", lock.keys.join(", "));
@@ -180,7 +180,7 @@ async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<
     let cmd = Arc::new(cmd);
     let resources = set.names.len();
     let result = inner
-        .round_with(&set.label, key_label.into(), token.into(), timing, ops, |node| {
+        .round_with(&set.label, key_label.into(), token, timing, ops, |node| {
             let (cmd, held) = (Arc::clone(&cmd), Arc::clone(&held));
             async move {
                 let conflicts = conflicts(node.query(&cmd).await?, resources)?;
@@ -266,7 +266,7 @@ mod tests {
         };
         let shown = format!("{lock:?}");
         assert!(shown.contains("p:a") && shown.contains("p:b"), "{shown}");
-        assert!(!shown.contains(&lock.token), "{shown}");
+        assert!(!shown.contains(&*lock.token), "{shown}");
     }
 
     #[test]

@@ -221,7 +221,7 @@ async fn round(
     let counts: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::with_capacity(inner.nodes.len())));
     let ops: Arc<dyn LockOps> = Arc::clone(&hold) as Arc<dyn LockOps>;
     let guard = inner
-        .round_with(resource, key.into(), token.into(), timing, ops, |node| {
+        .round_with(resource, key.into(), token, timing, ops, |node| {
             let (cmd, counts) = (Arc::clone(&cmd), Arc::clone(&counts));
             async move {
                 let count = int_reply(node.query(&cmd).await?, "reentrant acquire")?;
