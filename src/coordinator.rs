@@ -253,8 +253,10 @@ impl Inner {
         timing: Timing,
     ) -> Result<Guard, AcquireError> {
         let token = new_token()?;
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(&*key)
+        // Sized for its arguments up front: no buffer grows while it is built.
+        let mut cmd = redis::Cmd::with_capacity(6, 40 + key.len() + token.len());
+        cmd.arg("SET")
+            .arg(&*key)
             .arg(&*token)
             .arg("NX")
             .arg("PX")
@@ -494,7 +496,7 @@ impl Inner {
 
     /// Releases a lock on the masters listed, concurrently, and counts what it found.
     pub(crate) async fn release_on(self: &Arc<Self>, ops: &dyn LockOps, nodes: &[usize]) -> ReleaseTally {
-        self.release_until(ops, nodes, None, || {}).await
+        self.release_until(ops, nodes.iter().copied(), None, || {}).await
     }
 
     /// As [`Inner::release_on`], calling `queued` as soon as every master's release has been handed
@@ -505,7 +507,7 @@ impl Inner {
         nodes: &[usize],
         queued: impl FnOnce(),
     ) -> ReleaseTally {
-        self.release_until(ops, nodes, None, queued).await
+        self.release_until(ops, nodes.iter().copied(), None, queued).await
     }
 
     /// Releases a lock on every master, returning as soon as a majority confirmed the release; the
@@ -515,8 +517,7 @@ impl Inner {
         ops: &dyn LockOps,
         queued: impl FnOnce(),
     ) -> ReleaseTally {
-        let all: Vec<usize> = (0..self.nodes.len()).collect();
-        self.release_until(ops, &all, Some(quorum(self.nodes.len())), queued)
+        self.release_until(ops, 0..self.nodes.len(), Some(quorum(self.nodes.len())), queued)
             .await
     }
 
@@ -526,7 +527,7 @@ impl Inner {
     async fn release_until(
         self: &Arc<Self>,
         ops: &dyn LockOps,
-        nodes: &[usize],
+        nodes: impl IntoIterator<Item = usize>,
         enough: Option<usize>,
         queued: impl FnOnce(),
     ) -> ReleaseTally {
@@ -536,8 +537,8 @@ impl Inner {
             None => Err(ops.release_cmd()),
         });
         let mut pending: Fanout<_> = nodes
-            .iter()
-            .map(|&node| {
+            .into_iter()
+            .map(|node| {
                 let (inner, cmd) = (Arc::clone(self), Arc::clone(&cmd));
                 async move {
                     let result = match (inner.nodes.get(node), cmd.as_ref()) {
@@ -619,6 +620,19 @@ impl Inner {
 
     fn addr(&self, node: usize) -> &str {
         self.nodes.get(node).map(Node::addr).unwrap_or("?")
+    }
+}
+
+/// The release channel of a key as one command argument, written straight into the command.
+pub(crate) struct ChannelArg<'a>(pub(crate) &'a str);
+
+impl redis::ToRedisArgs for ChannelArg<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        use std::io::Write;
+        let mut arg = out.writer_for_next_arg();
+        // Writing into the command's own buffer cannot fail.
+        let _ = arg.write_all(RELEASE_CHANNEL_PREFIX.as_bytes());
+        let _ = arg.write_all(self.0.as_bytes());
     }
 }
 
@@ -764,6 +778,16 @@ mod tests {
         assert_eq!(a.len(), 32);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn the_channel_argument_is_the_release_channel() {
+        for key in ["", "k", "prefix:long key with spaces", "clé-ü"] {
+            let (mut joined, mut plain) = (redis::cmd("PUBLISH"), redis::cmd("PUBLISH"));
+            joined.arg(ChannelArg(key)).arg("x");
+            plain.arg(release_channel(key)).arg("x");
+            assert_eq!(joined.get_packed_command(), plain.get_packed_command(), "{key:?}");
+        }
     }
 
     #[tokio::test]

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use redis::Cmd;
 
-use crate::coordinator::release_channel;
+use crate::config::RELEASE_CHANNEL_PREFIX;
+use crate::coordinator::ChannelArg;
 use crate::lua::{ScriptCall, EXTEND, RELEASE};
 
 /// How one held lock is extended and released on a master.
@@ -106,11 +107,11 @@ impl PlainLock {
     }
 
     fn release_call_of(&self) -> ScriptCall {
-        let channel = release_channel(&self.key);
+        let channel = RELEASE_CHANNEL_PREFIX.len() + self.key.len();
         RELEASE
-            .call(1, 3, self.key.len() + self.token.len() + channel.len())
+            .call(1, 3, self.key.len() + self.token.len() + channel)
             .arg(&*self.key)
             .arg(&*self.token)
-            .arg(&channel)
+            .arg(ChannelArg(&self.key))
     }
 }
