@@ -200,6 +200,7 @@ impl Inner {
                 let (head, tail) = buf.split_at_mut(prefix.len());
                 head.copy_from_slice(prefix);
                 tail.copy_from_slice(resource.as_bytes());
+                // Two joined strings are valid UTF-8: the other arm only avoids a panic path.
                 match std::str::from_utf8(buf) {
                     Ok(key) => Arc::from(key),
                     Err(_) => self.key(resource).into(),
@@ -252,6 +253,7 @@ impl Inner {
         key: Arc<str>,
         timing: Timing,
     ) -> Result<Guard, AcquireError> {
+        debug_assert_eq!(&*key, self.key(resource), "a round's key is its resource's key");
         let token = new_token()?;
         // Sized for its arguments up front: no buffer grows while it is built.
         let mut cmd = redis::Cmd::with_capacity(6, 40 + key.len() + token.len());

@@ -17,8 +17,8 @@ pub(crate) struct Fanout<F> {
     slots: Vec<Option<Pin<Box<F>>>>,
     /// Requests not yet complete.
     pending: usize,
-    /// Where the next poll starts, so that an early slot that is always ready cannot starve the
-    /// later ones.
+    /// Where the next poll starts: just after the last request yielded, so that requests ready at
+    /// the same time are yielded in turn rather than always lowest slot first.
     start: usize,
 }
 
@@ -79,10 +79,14 @@ impl<F: Future> Stream for Fanout<F> {
 mod tests {
     use super::*;
     use futures::{FutureExt, StreamExt};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    use std::sync::{Arc, Mutex};
+    use std::task::{Wake, Waker};
     use std::time::Duration;
 
     #[tokio::test]
     async fn yields_in_completion_order_and_ends() {
+        tokio::time::pause();
         let mut set: Fanout<_> = [30u64, 10, 20]
             .into_iter()
             .map(|ms| async move {
@@ -92,9 +96,13 @@ mod tests {
             .collect();
         assert_eq!(set.size_hint(), (3, Some(3)));
         let mut order = Vec::new();
-        while let Some(ms) = set.next().await {
-            order.push(ms);
-        }
+        // Bounded: a set that lost its waker would otherwise hang here instead of failing.
+        let drained = tokio::time::timeout(Duration::from_secs(5), async {
+            while let Some(ms) = set.next().await {
+                order.push(ms);
+            }
+        });
+        assert!(drained.await.is_ok(), "the set was never woken");
         assert_eq!(order, vec![10, 20, 30]);
         assert!(set.is_empty());
         assert_eq!(set.next().await, None);
@@ -117,47 +125,110 @@ mod tests {
         assert_eq!(got, vec![0, 1, 2, 3]);
     }
 
-    /// A request that completes only when told, counting the polls it gets.
+    /// A request that completes only when told; it counts its polls and keeps the last waker.
     struct Gate {
-        open: std::sync::Arc<std::sync::atomic::AtomicBool>,
-        polls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        open: Arc<AtomicBool>,
+        polls: Arc<AtomicUsize>,
+        waker: Arc<Mutex<Option<Waker>>>,
+    }
+
+    #[derive(Clone, Default)]
+    struct Handle {
+        open: Arc<AtomicBool>,
+        polls: Arc<AtomicUsize>,
+        waker: Arc<Mutex<Option<Waker>>>,
+    }
+
+    impl Handle {
+        fn gate(&self) -> Gate {
+            Gate {
+                open: Arc::clone(&self.open),
+                polls: Arc::clone(&self.polls),
+                waker: Arc::clone(&self.waker),
+            }
+        }
+
+        /// Opens the gate and wakes whoever polled it last, as a reply arriving would.
+        fn open(&self) {
+            self.open.store(true, SeqCst);
+            if let Some(waker) = self.waker.lock().unwrap().take() {
+                waker.wake();
+            }
+        }
+
+        fn polls(&self) -> usize {
+            self.polls.load(SeqCst)
+        }
     }
 
     impl Future for Gate {
         type Output = ();
-        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-            use std::sync::atomic::Ordering::SeqCst;
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
             self.polls.fetch_add(1, SeqCst);
             if self.open.load(SeqCst) {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
+                return Poll::Ready(());
             }
+            *self.waker.lock().unwrap() = Some(cx.waker().clone());
+            Poll::Pending
         }
+    }
+
+    /// Counts its wake-ups.
+    struct CountingWaker(AtomicUsize);
+
+    impl Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    fn gates(n: usize) -> (Vec<Handle>, Fanout<Gate>) {
+        let handles: Vec<Handle> = (0..n).map(|_| Handle::default()).collect();
+        let set = handles.iter().map(Handle::gate).collect();
+        (handles, set)
     }
 
     #[test]
     fn pending_means_every_pending_request_was_polled_and_done_ones_are_not_polled_again() {
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-        use std::sync::Arc;
-        let gates: Vec<(Arc<AtomicBool>, Arc<AtomicUsize>)> = (0..3)
-            .map(|_| (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0))))
-            .collect();
-        let mut set: Fanout<Gate> = gates
-            .iter()
-            .map(|(open, polls)| Gate {
-                open: Arc::clone(open),
-                polls: Arc::clone(polls),
-            })
-            .collect();
+        let (gates, mut set) = gates(3);
         assert_eq!(set.next().now_or_never(), None);
-        assert!(gates.iter().all(|(_, polls)| polls.load(SeqCst) == 1));
-        gates[1].0.store(true, SeqCst);
+        assert!(gates.iter().all(|g| g.polls() == 1));
+        gates[1].open();
         assert_eq!(set.next().now_or_never(), Some(Some(())));
         assert_eq!(set.size_hint(), (2, Some(2)));
         assert_eq!(set.next().now_or_never(), None);
         // The finished request is left alone; the others were each polled again.
-        assert_eq!(gates[1].1.load(SeqCst), 2);
-        assert!(gates[0].1.load(SeqCst) >= 2 && gates[2].1.load(SeqCst) >= 2);
+        assert_eq!(gates[1].polls(), 2);
+        assert!(gates[0].polls() >= 2 && gates[2].polls() >= 2);
+    }
+
+    /// What `finish_stragglers` relies on: a set last polled with a no-op waker, then handed to a
+    /// task, is woken through the task's waker when a request completes.
+    #[test]
+    fn a_set_polled_again_with_a_new_waker_is_woken_through_it() {
+        let (gates, mut set) = gates(2);
+        assert_eq!(set.next().now_or_never(), None);
+        let counting = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let waker = Waker::from(Arc::clone(&counting));
+        let mut cx = Context::from_waker(&waker);
+        assert!(Pin::new(&mut set).poll_next(&mut cx).is_pending());
+        gates[0].open();
+        assert_eq!(counting.0.load(SeqCst), 1, "the new waker was not registered");
+        assert_eq!(Pin::new(&mut set).poll_next(&mut cx), Poll::Ready(Some(())));
+    }
+
+    #[test]
+    fn requests_ready_together_are_yielded_from_just_after_the_last_one() {
+        let (gates, mut set) = gates(4);
+        assert_eq!(set.next().now_or_never(), None);
+        gates[2].open();
+        assert_eq!(set.next().now_or_never(), Some(Some(())));
+        gates[0].open();
+        gates[3].open();
+        // Slot 3 comes before slot 0: the turn starts after slot 2.
+        assert_eq!(set.next().now_or_never(), Some(Some(())));
+        assert_eq!((gates[0].polls(), gates[3].polls()), (2, 2));
+        assert_eq!(set.next().now_or_never(), Some(Some(())));
+        assert_eq!(gates[0].polls(), 3);
     }
 }
