@@ -282,13 +282,12 @@ fn failed(
 
 /// Both rounds of one fenced acquisition; on any failure the key is released on every master.
 async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
-    let key = inner.key(resource);
+    let key = inner.shared_key(resource);
     let counter = counter_key(inner);
     let token = new_token()?;
     let ttl_ms = ttl_millis(timing.ttl());
     let n = inner.nodes.len();
     // The fenced lock is a plain lock on the wire: extend and release are the plain commands.
-    let key: Arc<str> = key.into();
     let ops: Arc<dyn LockOps> = Arc::new(PlainLock::sharing(&key, &token));
     let mut cleanup = ReleaseOnDrop::new(Arc::clone(inner), Arc::clone(&ops));
     let started = Instant::now();
