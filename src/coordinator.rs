@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use futures::stream::StreamExt;
 use futures::FutureExt;
-use rand::TryRngCore;
 use tracing::{debug, field, instrument, warn, Span};
 
 use crate::coalesce::LocalQueue;
@@ -27,6 +26,7 @@ use crate::guard::Guard;
 use crate::health::Health;
 use crate::node::{Found, Node};
 use crate::ops::{LockOps, PlainLock};
+use crate::token::Tokens;
 use crate::wait::Waits;
 use crate::watchdog::Watchdog;
 
@@ -51,6 +51,8 @@ pub(crate) struct Inner {
     pub(crate) waits: Waits,
     /// The local turns of this process's waiters, per key.
     pub(crate) queue: LocalQueue,
+    /// Where this client's lock tokens come from.
+    pub(crate) tokens: Tokens,
 }
 
 /// The outcome of releasing one key on a set of masters.
@@ -126,6 +128,7 @@ impl Quorlock {
             config,
             watchdog: Watchdog::new(),
             queue: LocalQueue::default(),
+            tokens: Tokens::default(),
             health,
         };
         crate::health::check_at_build(&inner).await;
@@ -254,7 +257,7 @@ impl Inner {
         timing: Timing,
     ) -> Result<Guard, AcquireError> {
         debug_assert_eq!(&*key, self.key(resource), "a round's key is its resource's key");
-        let token = new_token()?;
+        let token = self.tokens.next()?;
         // Sized for its arguments up front: no buffer grows while it is built.
         let mut cmd = redis::Cmd::with_capacity(6, 40 + key.len() + token.len());
         cmd.arg("SET")
@@ -660,23 +663,6 @@ pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
     rounded.max(1)
 }
 
-/// 128 random bits from the OS, as 32 lowercase hex digits, in the one allocation the lock and its
-/// guard then share.
-pub(crate) fn new_token() -> Result<Arc<str>, AcquireError> {
-    let mut bytes = [0u8; 16];
-    rand::rngs::OsRng
-        .try_fill_bytes(&mut bytes)
-        .map_err(|e| AcquireError::Rng(e.to_string()))?;
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = [0u8; 32];
-    for (pair, b) in hex.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = HEX[usize::from(b >> 4)];
-        pair[1] = HEX[usize::from(b & 0x0f)];
-    }
-    let token = std::str::from_utf8(&hex).map_err(|e| AcquireError::Rng(e.to_string()))?;
-    Ok(Arc::from(token))
-}
-
 /// One master of a handle, owned: what a request that may outlive its round refers to.
 pub(crate) struct OwnedNode {
     inner: Arc<Inner>,
@@ -772,15 +758,6 @@ impl QuorlockBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_are_128_bit_hex_and_distinct() {
-        let a = new_token().expect("token");
-        let b = new_token().expect("token");
-        assert_eq!(a.len(), 32);
-        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
-        assert_ne!(a, b);
-    }
 
     #[test]
     fn the_channel_argument_is_the_release_channel() {

@@ -29,7 +29,7 @@ use redis::Value;
 use tracing::{debug, field, info, instrument, warn, Span};
 
 use crate::config::{FENCE_COUNTER_KEY, FENCE_EPOCH_KEY};
-use crate::coordinator::{new_token, ttl_millis, Inner, ReleaseOnDrop};
+use crate::coordinator::{ttl_millis, Inner, ReleaseOnDrop};
 use crate::core::fencing::{fencing_token, repair_target, AcquireReply, CounterRead, RepairTarget};
 use crate::core::{Decision, Failure, Tally, Timing, Vote};
 use crate::error::{AcquireError, NodeErrorKind, NodeFailure};
@@ -284,7 +284,7 @@ fn failed(
 async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
     let key = inner.shared_key(resource);
     let counter = counter_key(inner);
-    let token = new_token()?;
+    let token = inner.tokens.next()?;
     let ttl_ms = ttl_millis(timing.ttl());
     let n = inner.nodes.len();
     // The fenced lock is a plain lock on the wire: extend and release are the plain commands.

@@ -79,6 +79,7 @@ mod lua;
 mod node;
 mod ops;
 mod tls;
+mod token;
 mod wait;
 mod watchdog;
 mod with_lock;

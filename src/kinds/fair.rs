@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 use tracing::{debug, field, instrument, warn};
 
 use super::{eval, int_reply, kind_key, FAIR_DEADLINES_SUFFIX, FAIR_QUEUE_SUFFIX, FAIR_TAG};
-use crate::coordinator::{new_token, release_channel, ttl_millis, Inner};
+use crate::coordinator::{release_channel, ttl_millis, Inner};
 use crate::core::Timing;
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::guard::Guard;
@@ -414,7 +414,7 @@ fn prepare(
     }
     let ticket = ticket.unwrap_or_default();
     tracing::Span::current().record("ticket", ticket.id());
-    let token = new_token()?;
+    let token = inner.tokens.next()?;
     Ok((timing, Arc::new(FairWaiter::new(inner, resource, ticket, token))))
 }
 

@@ -18,7 +18,7 @@ use tracing::{field, instrument};
 
 use super::eval;
 use crate::config::RELEASE_CHANNEL_PREFIX;
-use crate::coordinator::{new_token, ttl_millis, Inner};
+use crate::coordinator::{ttl_millis, Inner};
 use crate::core::Timing;
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::guard::Guard;
@@ -166,7 +166,7 @@ impl Quorlock {
 /// One quorum round taking every resource of `set` on each master, or none.
 async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<Guard, AcquireError> {
     let keys: Vec<String> = set.names.iter().map(|r| inner.key(r)).collect();
-    let token = new_token()?;
+    let token = inner.tokens.next()?;
     let lock = MultiLock {
         resources: set.names.clone(),
         keys,

@@ -20,7 +20,7 @@ use redis::Cmd;
 use tracing::{field, instrument};
 
 use super::{eval, int_reply, kind_key, REENTRANT_TAG};
-use crate::coordinator::{new_token, release_channel, ttl_millis, Inner};
+use crate::coordinator::{release_channel, ttl_millis, Inner};
 use crate::core::{quorum, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::guard::Guard;
@@ -213,7 +213,7 @@ async fn round(
     timing: Timing,
 ) -> Result<Guard, AcquireError> {
     let key = kind_key(inner, REENTRANT_TAG, resource);
-    let token = new_token()?;
+    let token = inner.tokens.next()?;
     let hold = Arc::new(ReentrantHold::new(&key, owner, &token));
     let cmd = hold.acquire_cmd(ttl_millis(timing.ttl()));
     let cmd = Arc::new(cmd);
