@@ -8,6 +8,7 @@
 //! succeeds at once. The turn is held for as long as the guard lives, as in Spring's
 //! `RedisLockRegistry`. Entries exist only while someone holds or waits for a resource.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -50,10 +51,12 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
         // Ours and the map's are the only references left: nobody else holds or waits.
-        if Arc::strong_count(&self.queue) == 2
-            && turns.get(&*self.key).is_some_and(|q| Arc::ptr_eq(q, &self.queue))
-        {
-            turns.remove(&*self.key);
+        if Arc::strong_count(&self.queue) == 2 {
+            if let Entry::Occupied(entry) = turns.entry(Arc::clone(&self.key)) {
+                if Arc::ptr_eq(entry.get(), &self.queue) {
+                    entry.remove();
+                }
+            }
         }
     }
 }
@@ -65,14 +68,12 @@ impl LocalQueue {
     pub(crate) async fn turn(&self, key: &Arc<str>) -> Turn {
         let ticket = {
             let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
-            let queue = match turns.get(&**key) {
-                Some(queue) => Arc::clone(queue),
-                None => {
-                    let queue = Arc::new(AsyncMutex::new(()));
-                    turns.insert(Arc::clone(key), Arc::clone(&queue));
-                    queue
-                }
-            };
+            // One lookup whether the key has a queue or not.
+            let queue = Arc::clone(
+                turns
+                    .entry(Arc::clone(key))
+                    .or_insert_with(|| Arc::new(AsyncMutex::new(()))),
+            );
             Ticket {
                 turns: Arc::clone(&self.turns),
                 key: Arc::clone(key),
