@@ -26,7 +26,7 @@ use crate::guard::Guard;
 use crate::health::Health;
 use crate::node::{Found, Node};
 use crate::ops::{LockOps, PlainLock};
-use crate::token::Tokens;
+use crate::token::new_token;
 use crate::wait::Waits;
 use crate::watchdog::Watchdog;
 
@@ -51,8 +51,6 @@ pub(crate) struct Inner {
     pub(crate) waits: Waits,
     /// The local turns of this process's waiters, per key.
     pub(crate) queue: LocalQueue,
-    /// Where this client's lock tokens come from.
-    pub(crate) tokens: Tokens,
 }
 
 /// The outcome of releasing one key on a set of masters.
@@ -128,7 +126,6 @@ impl Quorlock {
             config,
             watchdog: Watchdog::new(),
             queue: LocalQueue::default(),
-            tokens: Tokens::default(),
             health,
         };
         crate::health::check_at_build(&inner).await;
@@ -257,7 +254,7 @@ impl Inner {
         timing: Timing,
     ) -> Result<Guard, AcquireError> {
         debug_assert_eq!(&*key, self.key(resource), "a round's key is its resource's key");
-        let token = self.tokens.next()?;
+        let token = new_token()?;
         // Sized for its arguments up front: no buffer grows while it is built.
         let mut cmd = redis::Cmd::with_capacity(6, 40 + key.len() + token.len());
         cmd.arg("SET")

@@ -37,6 +37,7 @@ use crate::fanout::Fanout;
 use crate::guard::Guard;
 use crate::node::Node;
 use crate::ops::{LockOps, PlainLock};
+use crate::token::new_token;
 use crate::Quorlock;
 
 /// Round 1: SET NX and, if granted, INCR the counter.
@@ -284,7 +285,7 @@ fn failed(
 async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
     let key = inner.shared_key(resource);
     let counter = counter_key(inner);
-    let token = inner.tokens.next()?;
+    let token = new_token()?;
     let ttl_ms = ttl_millis(timing.ttl());
     let n = inner.nodes.len();
     // The fenced lock is a plain lock on the wire: extend and release are the plain commands.

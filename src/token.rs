@@ -1,85 +1,51 @@
-//! Lock tokens: 128 bits of OS randomness each, drawn from a small pool that each client refills
-//! from the OS a few hundred bytes at a time.
+//! Random identities: lock tokens, reentrant lock owners and fair-queue tickets.
 //!
-//! A token only has to be unique among the holders of a key; it is taken from the OS's generator,
-//! not from a seeded one, so that no two processes can ever share a generator's state. Asking the
-//! OS for 16 bytes per lock cost one system call per acquire, on the path every lock waits on;
-//! the pool makes that one call per [`POOL`] / 16 locks.
-//!
-//! The pool belongs to one client (one [`crate::Quorlock`]), never to the process: that is what
-//! keeps tokens unique across `fork`. A forked child holds a copy of the parent's unused bytes, so
-//! a client that drew from them in both processes would hand the same token to two holders. But a
-//! client cannot work in both processes after a fork anyway: its connections are sockets shared
-//! with the parent, and the tasks that drive them live in the parent's runtime. A child that locks
-//! builds a client of its own, and with it a fresh pool.
+//! Each must be unique among the processes that use the same masters: a release or an extend acts
+//! on whatever key holds its token, and a reentrant hold re-enters whatever lock holds its owner.
+//! So every identity takes its bits from the OS's generator at the moment it is made. A generator
+//! kept in the process (a pool of OS bytes, or a seeded generator such as `rand`'s thread-local
+//! one) is copied into a child by `fork`, and parent and child would then hand out the same
+//! identities. Noticing a fork without a system call needs `pthread_atfork`, which this crate's
+//! `forbid(unsafe_code)` rules out, and a client can keep working in a forked child (a
+//! single-threaded runtime is copied whole, and its connections reconnect), so the one system call
+//! per identity stays.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use rand::TryRngCore;
+use rand::{Rng, TryRngCore};
 
 use crate::error::AcquireError;
 
-/// Bytes of OS randomness fetched at a time: 32 tokens.
-const POOL: usize = 512;
-
-/// Bytes of randomness in one token.
-const TOKEN_BYTES: usize = 16;
-
-/// The token source of one client.
-#[derive(Debug)]
-pub(crate) struct Tokens {
-    pool: Mutex<Pool>,
+/// A lock token: 128 bits from the OS, as 32 lowercase hex digits, in the one allocation the lock
+/// and its guard then share. Fails only when the OS cannot supply randomness.
+pub(crate) fn new_token() -> Result<Arc<str>, AcquireError> {
+    let mut bytes = [0u8; 16];
+    rand::rngs::OsRng
+        .try_fill_bytes(&mut bytes)
+        .map_err(|e| AcquireError::Rng(e.to_string()))?;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = [0u8; 32];
+    for (pair, b) in hex.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 0x0f)];
+    }
+    let token = std::str::from_utf8(&hex).map_err(|e| AcquireError::Rng(e.to_string()))?;
+    Ok(Arc::from(token))
 }
 
-#[derive(Debug)]
-struct Pool {
-    bytes: [u8; POOL],
-    /// How many of `bytes` were handed out already; `POOL` when the pool must be refilled.
-    used: usize,
-}
-
-impl Default for Tokens {
-    fn default() -> Self {
-        Tokens {
-            pool: Mutex::new(Pool {
-                bytes: [0; POOL],
-                used: POOL,
-            }),
-        }
-    }
-}
-
-impl Tokens {
-    /// A fresh token: 128 bits as 32 lowercase hex digits, in the one allocation the lock and its
-    /// guard then share. Fails only when the OS cannot supply randomness.
-    pub(crate) fn next(&self) -> Result<Arc<str>, AcquireError> {
-        let bytes = self.take()?;
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut hex = [0u8; 2 * TOKEN_BYTES];
-        for (pair, b) in hex.chunks_exact_mut(2).zip(bytes) {
-            pair[0] = HEX[usize::from(b >> 4)];
-            pair[1] = HEX[usize::from(b & 0x0f)];
-        }
-        let token = std::str::from_utf8(&hex).map_err(|e| AcquireError::Rng(e.to_string()))?;
-        Ok(Arc::from(token))
-    }
-
-    /// The next unused 16 bytes of the pool, refilling it first when it is spent. Bytes handed out
-    /// are never handed out again.
-    fn take(&self) -> Result<[u8; TOKEN_BYTES], AcquireError> {
-        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
-        if pool.used + TOKEN_BYTES > POOL {
-            rand::rngs::OsRng
-                .try_fill_bytes(&mut pool.bytes)
-                .map_err(|e| AcquireError::Rng(e.to_string()))?;
-            pool.used = 0;
-        }
-        let start = pool.used;
-        let mut out = [0u8; TOKEN_BYTES];
-        out.copy_from_slice(&pool.bytes[start..start + TOKEN_BYTES]);
-        pool.used = start + TOKEN_BYTES;
-        Ok(out)
-    }
+/// 128 random bits for an identity made by an infallible constructor (a lock owner, a ticket).
+///
+/// The OS's bits, mixed with the thread-local generator's: the mix is as unpredictable as either
+/// part, and differs between a parent and its forked child because the OS's part does. Only if the
+/// OS cannot supply randomness (it always can once a Linux system has booted) does the mix fall back
+/// to the thread-local generator alone, whose state a forked child shares.
+pub(crate) fn fresh_id() -> u128 {
+    let mut os = [0u8; 16];
+    let from_os = match rand::rngs::OsRng.try_fill_bytes(&mut os) {
+        Ok(()) => u128::from_le_bytes(os),
+        Err(_) => 0,
+    };
+    from_os ^ rand::rng().random::<u128>()
 }
 
 #[cfg(test)]
@@ -88,22 +54,18 @@ mod tests {
     use std::collections::HashSet;
 
     #[test]
-    fn tokens_are_128_bit_hex_and_never_repeat_across_refills() {
-        let tokens = Tokens::default();
-        let mut seen = HashSet::new();
-        // Several refills' worth.
-        for _ in 0..(5 * POOL / TOKEN_BYTES + 3) {
-            let t = tokens.next().expect("token");
+    fn tokens_are_128_bit_hex_and_distinct() {
+        let tokens: HashSet<Arc<str>> = (0..1000).map(|_| new_token().expect("token")).collect();
+        assert_eq!(tokens.len(), 1000);
+        for t in &tokens {
             assert_eq!(t.len(), 32);
             assert!(t.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
-            assert!(seen.insert(t), "a token repeated");
         }
     }
 
     #[test]
-    fn two_clients_draw_different_tokens() {
-        let (a, b) = (Tokens::default(), Tokens::default());
-        let from_a: HashSet<_> = (0..64).map(|_| a.next().expect("token")).collect();
-        assert!((0..64).all(|_| !from_a.contains(&b.next().expect("token"))));
+    fn fresh_ids_are_distinct() {
+        let ids: HashSet<u128> = (0..1000).map(|_| fresh_id()).collect();
+        assert_eq!(ids.len(), 1000);
     }
 }

@@ -25,7 +25,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rand::Rng;
 use redis::Cmd;
 use tokio::sync::Notify;
 use tracing::{debug, field, instrument, warn};
@@ -37,6 +36,7 @@ use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::guard::Guard;
 use crate::node::EXTEND_SCRIPT;
 use crate::ops::LockOps;
+use crate::token::new_token;
 use crate::wait::Waiter;
 use crate::Quorlock;
 
@@ -72,7 +72,7 @@ impl Ticket {
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .unwrap_or_default();
-        let bits: u128 = rand::rng().random();
+        let bits = crate::token::fresh_id();
         Self {
             at_ms,
             id: format!("{bits:032x}"),
@@ -414,7 +414,7 @@ fn prepare(
     }
     let ticket = ticket.unwrap_or_default();
     tracing::Span::current().record("ticket", ticket.id());
-    let token = inner.tokens.next()?;
+    let token = new_token()?;
     Ok((timing, Arc::new(FairWaiter::new(inner, resource, ticket, token))))
 }
 

@@ -23,6 +23,7 @@ use crate::core::Timing;
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::guard::Guard;
 use crate::ops::LockOps;
+use crate::token::new_token;
 use crate::Quorlock;
 
 const ACQUIRE_SCRIPT: &str = include_str!("../scripts/multi_acquire.lua");
@@ -166,7 +167,7 @@ impl Quorlock {
 /// One quorum round taking every resource of `set` on each master, or none.
 async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<Guard, AcquireError> {
     let keys: Vec<String> = set.names.iter().map(|r| inner.key(r)).collect();
-    let token = inner.tokens.next()?;
+    let token = new_token()?;
     let lock = MultiLock {
         resources: set.names.clone(),
         keys,

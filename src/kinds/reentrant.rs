@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rand::Rng;
 use redis::Cmd;
 use tracing::{field, instrument};
 
@@ -25,6 +24,7 @@ use crate::core::{quorum, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::guard::Guard;
 use crate::ops::LockOps;
+use crate::token::new_token;
 use crate::Quorlock;
 
 const ACQUIRE_SCRIPT: &str = include_str!("../scripts/reentrant_acquire.lua");
@@ -41,7 +41,7 @@ pub struct LockOwner(Arc<str>);
 impl LockOwner {
     /// A fresh owner with a random 128-bit identity.
     pub fn new() -> Self {
-        let bits: u128 = rand::rng().random();
+        let bits = crate::token::fresh_id();
         Self(Arc::from(format!("{bits:032x}")))
     }
 
@@ -213,7 +213,7 @@ async fn round(
     timing: Timing,
 ) -> Result<Guard, AcquireError> {
     let key = kind_key(inner, REENTRANT_TAG, resource);
-    let token = inner.tokens.next()?;
+    let token = new_token()?;
     let hold = Arc::new(ReentrantHold::new(&key, owner, &token));
     let cmd = hold.acquire_cmd(ttl_millis(timing.ttl()));
     let cmd = Arc::new(cmd);
