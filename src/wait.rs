@@ -530,16 +530,14 @@ impl<'a> ReleaseWake<'a> {
             None if contended => {
                 let waiters: Vec<Waiter> = self.keys.iter().map(|k| self.inner.waits.waiter(k)).collect();
                 let subscribed = futures::future::join_all(waiters.iter().map(|w| w.listen(timeout))).await;
-                let unavailable = subscribed.iter().all(|n| *n == 0);
-                if unavailable {
+                if subscribed.iter().all(|n| *n == 0) {
                     self.inner.waits.hub.warn_polling(&self.keys.join(", "));
-                }
-                let listening = Listening::new(if unavailable { Vec::new() } else { waiters });
-                *lock(&self.listening) = Some(Arc::new(listening));
-                if unavailable {
+                    *lock(&self.listening) = Some(Arc::new(Listening::new(Vec::new())));
                     tokio::time::sleep_until(until).await;
+                } else {
+                    // Subscribed now: try again at once, in case the release came in between.
+                    *lock(&self.listening) = Some(Arc::new(Listening::new(waiters)));
                 }
-                // Else subscribed now: try again at once, in case the release came in between.
                 return;
             }
             Some(listening) if !listening.waiters.is_empty() => listening,

@@ -445,10 +445,11 @@ async fn round(
 ) -> Result<Guard, AcquireError> {
     let cmd = Arc::new(waiter.acquire_cmd(ttl_millis(timing.ttl()), heartbeat_ms));
     let ops: Arc<dyn LockOps> = Arc::clone(waiter) as Arc<dyn LockOps>;
-    let key = waiter.keys[0].clone();
+    // One copy of the key for the round and its guard (the waiter keeps its own).
+    let key: Arc<str> = Arc::from(waiter.keys[0].as_str());
     let token = Arc::clone(&waiter.token);
     inner
-        .round_with(resource, key.into(), token, timing, ops, |node| {
+        .round_with(resource, key, token, timing, ops, |node| {
             let cmd = Arc::clone(&cmd);
             async move {
                 match int_reply(node.query(&cmd).await?, "fair acquire")? {
