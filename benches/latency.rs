@@ -1,14 +1,15 @@
 //! Uncontended acquire+release latency of quorlock against the raw command floor, in one run.
 //!
-//! It starts its own masters (N = 1, 3, 5) and, per N, alternates samples of quorlock
-//! (`try_acquire` then `release`) with samples of the floor: the same `SET key token NX PX ttl` and
-//! `DEL key` sent concurrently to all N masters over one multiplexed connection each, with no lock
-//! logic. A third contender, the "script floor", is the same with quorlock's own release command
-//! (the compare-and-delete `EVAL`) in place of `DEL`: the gap between the two floors is what the wire
-//! format costs the server, the gap above the script floor is quorlock's client logic. Alternating
-//! keeps a noisy neighbour from favouring either side. It then pauses
-//! (SIGSTOP) one and then two of the five masters and measures quorlock again, against its own
-//! healthy figure from the same run.
+//! It starts its own masters (N = 1, 3, 5) and, per N, interleaves samples of quorlock (`acquire`
+//! then `release`, as callers use it) with samples of the floor: the same `SET key token NX PX ttl`
+//! and `DEL key` sent concurrently to all N masters over one multiplexed connection each, with no
+//! lock logic. A third contender, the "script floor", is the same with quorlock's own release
+//! command (the compare-and-delete `EVAL`) in place of `DEL`: the gap between the two floors is what
+//! the wire format costs the server, the gap above the script floor is quorlock's client logic.
+//! Each round of samples takes the contenders in a shuffled order ([`SampleOrder`]), so that
+//! neither a noisy neighbour nor the contender that ran just before favours any side. It then
+//! pauses (SIGSTOP) one and then two of the five masters and measures quorlock again, against its
+//! own healthy figure from the same run.
 //!
 //! `cargo bench --bench latency [-- --quick] [-- --json] [-- --samples N]`
 
@@ -16,7 +17,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{ratio, show, Args, Floor, Json, Stats};
+use common::{ratio, show, Args, Floor, Json, SampleOrder, Stats};
 use quorlock::config::DEFAULT_NODE_TIMEOUT;
 
 const USAGE: &str = "latency benchmark: cargo bench --bench latency -- [--quick] [--json] [--samples N] \
@@ -136,10 +137,9 @@ async fn run(args: &Args) -> Vec<Cell> {
         }
         let mut taken: [Vec<(Duration, Duration)>; 3] = Default::default();
         let mut failed = [0usize; 3];
-        for i in 0..samples {
-            // Rotate the order, so no contender always runs right after another.
-            for k in 0..3 {
-                let which = (i + k) % 3;
+        let mut order = SampleOrder::new();
+        for _ in 0..samples {
+            for which in order.next::<3>() {
                 let result = match which {
                     0 => floor.once(KEY).await,
                     1 => floor.once_script(KEY).await,

@@ -4,7 +4,8 @@
 //! Contenders: quorlock; rslock 0.10 (async); redlock 2.0 (blocking, driven from blocking threads);
 //! and the floor, the same `SET key token NX PX ttl` and `DEL` sent concurrently to all N masters
 //! with no lock logic. Rows:
-//! 1. uncontended acquire+release latency, p50/p99, at N = 1, 3, 5 (samples interleaved);
+//! 1. uncontended acquire+release latency, p50/p99, at N = 1, 3, 5 (samples interleaved, each round
+//!    in a shuffled order);
 //! 2. the same at N = 5 with one and with two masters SIGSTOPped (peers get a bounded number of
 //!    samples, each bounded in time: they may take seconds, or hang);
 //! 3. throughput: 256 tasks on distinct keys for a fixed time; acquisitions/s and process CPU time
@@ -22,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{ratio, show, Args, Floor, FloorRelease, Json, Stats, TTL};
+use common::{ratio, show, Args, Floor, FloorRelease, Json, SampleOrder, Stats, TTL};
 use quorlock::config::DEFAULT_NODE_TIMEOUT;
 use quorlock::Quorlock;
 use quorlock_chaos::Cluster;
@@ -205,9 +206,9 @@ async fn row1(args: &Args) -> (Vec<Json>, Option<[Duration; 4]>) {
         }
         let mut taken: [Vec<Duration>; 4] = Default::default();
         let mut failed = [0usize; 4];
-        for i in 0..samples {
-            for k in 0..4 {
-                let which = (i + k) % 4;
+        let mut order = SampleOrder::new();
+        for _ in 0..samples {
+            for which in order.next::<4>() {
                 match clients.once(Lib::ALL[which], key).await {
                     Ok(d) => taken[which].push(d),
                     Err(e) => {

@@ -275,6 +275,27 @@ impl Floor {
     }
 }
 
+/// The order in which interleaved contenders take their next sample: a fresh shuffle per round,
+/// from a fixed seed so that runs repeat. A rotation (`(i + k) % K`) would let each contender
+/// follow the same other one in most rounds, and whatever that one leaves behind (a worker
+/// thread still awake, a connection's task still running) would then always land on it.
+pub struct SampleOrder(rand::rngs::StdRng);
+
+impl SampleOrder {
+    pub fn new() -> Self {
+        use rand::SeedableRng;
+        Self(rand::rngs::StdRng::seed_from_u64(0x5eed_0001))
+    }
+
+    /// The contenders `0..K` in the order of the next round.
+    pub fn next<const K: usize>(&mut self) -> [usize; K] {
+        use rand::seq::SliceRandom;
+        let mut order: [usize; K] = std::array::from_fn(|k| k);
+        order.shuffle(&mut self.0);
+        order
+    }
+}
+
 /// A 128-bit random token as 32 hex digits, like quorlock's.
 pub fn token() -> String {
     let mut bytes = [0u8; 16];
