@@ -152,7 +152,7 @@ impl FairOptions {
 /// holds while it is ours, and how that lock is extended and released.
 pub(crate) struct FairWaiter {
     /// The lock, the queue, the deadlines.
-    keys: [String; 3],
+    keys: [Arc<str>; 3],
     ticket: Ticket,
     /// Drawn for this acquisition alone: the lock's value while we hold it.
     token: Arc<str>,
@@ -176,7 +176,7 @@ impl FairWaiter {
         let deadlines = format!("{lock}{FAIR_DEADLINES_SUFFIX}");
         let channel = release_channel(&lock);
         Self {
-            keys: [lock, queue, deadlines],
+            keys: [lock.into(), queue.into(), deadlines.into()],
             ticket,
             token,
             channel,
@@ -445,8 +445,8 @@ async fn round(
 ) -> Result<Guard, AcquireError> {
     let cmd = Arc::new(waiter.acquire_cmd(ttl_millis(timing.ttl()), heartbeat_ms));
     let ops: Arc<dyn LockOps> = Arc::clone(waiter) as Arc<dyn LockOps>;
-    // One copy of the key for the round and its guard (the waiter keeps its own).
-    let key: Arc<str> = Arc::from(waiter.keys[0].as_str());
+    // The waiter's own key serves the round and its guard: no copy per round.
+    let key = Arc::clone(&waiter.keys[0]);
     let token = Arc::clone(&waiter.token);
     inner
         .round_with(resource, key, token, timing, ops, |node| {

@@ -83,7 +83,7 @@ impl fmt::Debug for LockOwner {
 
 /// One hold of a reentrant lock: how it is extended and released.
 pub(crate) struct ReentrantHold {
-    key: String,
+    key: Arc<str>,
     owner_field: String,
     hold_field: String,
     channel: String,
@@ -103,9 +103,9 @@ impl fmt::Debug for ReentrantHold {
 }
 
 impl ReentrantHold {
-    fn new(key: &str, owner: &LockOwner, token: &str) -> Self {
+    fn new(key: &Arc<str>, owner: &LockOwner, token: &str) -> Self {
         Self {
-            key: key.to_owned(),
+            key: Arc::clone(key),
             owner_field: format!("o:{owner}"),
             hold_field: format!("h:{token}"),
             channel: release_channel(key),
@@ -212,7 +212,8 @@ async fn round(
     owner: &LockOwner,
     timing: Timing,
 ) -> Result<Guard, AcquireError> {
-    let key = kind_key(inner, REENTRANT_TAG, resource);
+    // One copy of the key for the hold, the round and its guard.
+    let key: Arc<str> = kind_key(inner, REENTRANT_TAG, resource).into();
     let token = new_token()?;
     let hold = Arc::new(ReentrantHold::new(&key, owner, &token));
     let cmd = hold.acquire_cmd(ttl_millis(timing.ttl()));
@@ -221,7 +222,7 @@ async fn round(
     let counts: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::with_capacity(inner.nodes.len())));
     let ops: Arc<dyn LockOps> = Arc::clone(&hold) as Arc<dyn LockOps>;
     let guard = inner
-        .round_with(resource, key.into(), token, timing, ops, |node| {
+        .round_with(resource, key, token, timing, ops, |node| {
             let (cmd, counts) = (Arc::clone(&cmd), Arc::clone(&counts));
             async move {
                 let count = int_reply(node.query(&cmd).await?, "reentrant acquire")?;
@@ -268,7 +269,11 @@ mod tests {
     #[test]
     fn debug_leaves_the_hold_token_out() {
         let token = "0123456789abcdef0123456789abcdef";
-        let hold = ReentrantHold::new("p:quorlock:reentrant:r", &LockOwner::from("worker-7"), token);
+        let hold = ReentrantHold::new(
+            &"p:quorlock:reentrant:r".into(),
+            &LockOwner::from("worker-7"),
+            token,
+        );
         let shown = format!("{hold:?}");
         assert!(
             shown.contains("p:quorlock:reentrant:r") && shown.contains("worker-7"),
