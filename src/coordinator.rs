@@ -17,6 +17,7 @@ use futures::stream::StreamExt;
 use futures::FutureExt;
 use tracing::{debug, field, instrument, warn, Span};
 
+use crate::background::Background;
 use crate::coalesce::LocalQueue;
 use crate::config::{Config, QuorlockBuilder, MAX_TTL, RELEASE_CHANNEL_PREFIX};
 use crate::core::{quorum, Decision, Failure, Tally, Timing, Vote};
@@ -51,6 +52,8 @@ pub(crate) struct Inner {
     pub(crate) waits: Waits,
     /// The local turns of this process's waiters, per key.
     pub(crate) queue: LocalQueue,
+    /// Lock traffic left to tasks (slower masters, dropped guards), for [`Quorlock::settle`].
+    pub(crate) background: Background,
 }
 
 /// The outcome of releasing one key on a set of masters.
@@ -127,6 +130,7 @@ impl Quorlock {
             watchdog: Watchdog::new(),
             queue: LocalQueue::default(),
             health,
+            background: Background::new(),
         };
         crate::health::check_at_build(&inner).await;
         Ok(Self {
@@ -177,6 +181,30 @@ impl Quorlock {
     pub async fn try_acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
         let timing = self.inner.check(resource, ttl)?;
         self.inner.round(resource, timing).await
+    }
+
+    /// Waits until the lock traffic this client handed to background tasks has finished: the
+    /// requests of won rounds to masters slower than the majority, the rest of releases a
+    /// majority already confirmed, releases of dropped guards and abandoned acquires, and fair
+    /// waiters leaving their queue. Returns at once when there is none.
+    ///
+    /// Call it before the process exits, once this client's work is done, so that no key is left
+    /// on a slow master to expire with its TTL and every master that grants a lock gets it. Every
+    /// such task is bounded by the node timeout, so this returns within a few node timeouts unless
+    /// other tasks keep locking meanwhile (it waits for their background work too). It neither
+    /// releases held guards nor stops their watchdogs: release them first.
+    ///
+    /// ```no_run
+    /// # async fn run(locks: quorlock::Quorlock) -> Result<(), Box<dyn std::error::Error>> {
+    /// # use std::time::Duration;
+    /// let guard = locks.acquire("nightly-report", Duration::from_secs(60)).await?;
+    /// // ... the job ...
+    /// guard.release().await?; // returns once a majority confirmed
+    /// locks.settle().await; // the slower masters too, before the process ends
+    /// # Ok(()) }
+    /// ```
+    pub async fn settle(&self) {
+        self.inner.background.settled().await;
     }
 }
 
@@ -355,7 +383,7 @@ impl Inner {
         match decision {
             Decision::Acquired { valid_until, .. } => {
                 cleanup.disarm();
-                finish_stragglers(pending);
+                finish_stragglers(&self.background, pending);
                 Ok(Guard::new(
                     self.clone(),
                     resource.to_owned(),
@@ -579,7 +607,7 @@ impl Inner {
                 }
                 if let Ok(handle) = tokio::runtime::Handle::try_current() {
                     let inner = Arc::clone(self);
-                    handle.spawn(async move {
+                    self.background.spawn_on(&handle, async move {
                         let mut rest = ReleaseTally::default();
                         while let Some((node, result)) = pending.next().await {
                             inner.count_release(&mut rest, node, result);
@@ -683,7 +711,7 @@ impl std::ops::Deref for OwnedNode {
 /// its connection is followed there by any later release; one still waiting for a reconnect may be
 /// overtaken by a release waiting for the same reconnect, and its key then stays on that master
 /// until the TTL: on a minority, so it never makes a second holder.
-fn finish_stragglers<Fut>(mut pending: Fanout<Fut>)
+fn finish_stragglers<Fut>(background: &Background, mut pending: Fanout<Fut>)
 where
     Fut: Future + Send + 'static,
     Fut::Output: Send,
@@ -694,7 +722,7 @@ where
     }
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => {
-            handle.spawn(async move { while pending.next().await.is_some() {} });
+            background.spawn_on(&handle, async move { while pending.next().await.is_some() {} });
         }
         Err(_) => debug!("no async runtime to finish the slower masters' requests from"),
     }
@@ -704,8 +732,9 @@ where
 pub(crate) fn spawn_release(inner: Arc<Inner>, ops: Arc<dyn LockOps>, nodes: Vec<usize>) {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => {
-            handle.spawn(async move {
-                let out = inner.release_on(ops.as_ref(), &nodes).await;
+            let releasing = Arc::clone(&inner);
+            inner.background.spawn_on(&handle, async move {
+                let out = releasing.release_on(ops.as_ref(), &nodes).await;
                 debug!(lock = ?ops, held = out.held, errors = out.errors.len(), "background release done");
             });
         }

@@ -384,7 +384,7 @@ impl Held {
             // Pass the turn on once the release is queued (see the top of this file).
             (Some(turn), Ok(runtime)) => {
                 let (inner, ops) = (Arc::clone(&self.inner), Arc::clone(&self.ops));
-                runtime.spawn(async move {
+                self.inner.background.spawn_on(&runtime, async move {
                     inner.release_on_queued(ops.as_ref(), &all, || drop(turn)).await;
                 });
             }

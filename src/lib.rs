@@ -29,6 +29,8 @@
 //!   [`Ticket`]) locks over the same quorum, each returning an ordinary [`Guard`].
 //! - `wait`: blocking waits woken by the holder's release announcement (one pub/sub connection
 //!   per master, shared by the process), with a fallback timer at the key's expiry.
+//! - `background`: the lock traffic left to tasks (slower masters, dropped guards), which
+//!   [`Quorlock::settle`] waits for before a process exits.
 //! - `coalesce`: the local queue that lets one waiter per resource and process contend remotely.
 //! - `by_token`: [`Quorlock::release_token`], releasing a lock by resource and token without its guard.
 //! - [`Inspection`] (`inspect`): a read-only look at one lock on every master.
@@ -62,6 +64,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod background;
 mod by_token;
 mod coalesce;
 pub mod config;

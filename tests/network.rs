@@ -2,8 +2,8 @@
 //! (accepts, never answers), a slow one, and one that resets every connection; and a blackholed
 //! master is not dialled again on every pause of a waiter, nor a slow one whose `SUBSCRIBE` a
 //! waiter's timeout cut short; a master slower to connect than the node timeout still gets its
-//! pub/sub connection; and a master whose connection is being re-opened when the round is won still
-//! gets the key.
+//! pub/sub connection; a master whose connection is being re-opened when the round is won still
+//! gets the key; and `settle` waits for a slow master's share of the work left to tasks.
 
 mod common;
 
@@ -20,12 +20,7 @@ async fn a_blackholed_master_does_not_hold_up_the_acquire() {
     let c = cluster(5).await;
     let proxies = ProxyGroup::start(&c, 1).await.expect("proxies");
     // A node timeout far longer than a round: waiting on the blackholed master would show in the validity.
-    let locks = Quorlock::builder()
-        .nodes(proxies.urls(0))
-        .node_timeout(Duration::from_secs(10))
-        .build()
-        .await
-        .expect("build");
+    let locks = proxied(&proxies, Duration::from_secs(10)).await;
     common::cycle(&locks, "warm", TTL).await;
     proxies
         .set_master_mode(4, ProxyMode::Blackhole)
@@ -49,12 +44,7 @@ async fn a_blackholed_master_does_not_hold_up_the_acquire() {
 async fn a_blackholed_majority_fails_on_the_node_timeout_and_leaves_no_key() {
     let c = cluster(3).await;
     let proxies = ProxyGroup::start(&c, 1).await.expect("proxies");
-    let locks = Quorlock::builder()
-        .nodes(proxies.urls(0))
-        .node_timeout(Duration::from_millis(150))
-        .build()
-        .await
-        .expect("build");
+    let locks = proxied(&proxies, Duration::from_millis(150)).await;
     proxies
         .set_master_mode(0, ProxyMode::Blackhole)
         .expect("blackhole");
@@ -78,12 +68,7 @@ async fn a_blackholed_majority_fails_on_the_node_timeout_and_leaves_no_key() {
 async fn latency_below_the_ttl_still_acquires_and_reset_connections_are_a_no() {
     let c = cluster(3).await;
     let proxies = ProxyGroup::start(&c, 1).await.expect("proxies");
-    let locks = Quorlock::builder()
-        .nodes(proxies.urls(0))
-        .node_timeout(Duration::from_millis(500))
-        .build()
-        .await
-        .expect("build");
+    let locks = proxied(&proxies, Duration::from_millis(500)).await;
     proxies
         .set_master_mode(0, ProxyMode::Latency(Duration::from_millis(30)))
         .expect("latency");
@@ -170,12 +155,7 @@ async fn a_blackholed_master_is_not_redialled_on_every_pause() {
 async fn a_master_reconnecting_when_the_round_is_won_still_gets_the_key() {
     let c = cluster(3).await;
     let proxies = ProxyGroup::start(&c, 1).await.expect("proxies");
-    let locks = Quorlock::builder()
-        .nodes(proxies.urls(0))
-        .node_timeout(Duration::from_secs(2))
-        .build()
-        .await
-        .expect("build");
+    let locks = proxied(&proxies, Duration::from_secs(2)).await;
     common::cycle(&locks, "warm", TTL).await;
     // Cut master 2's connection, and make the next one slow to open.
     proxies.set_master_mode(2, ProxyMode::Reset).expect("reset");
@@ -210,6 +190,61 @@ async fn a_master_reconnecting_when_the_round_is_won_still_gets_the_key() {
     })
     .await;
     assert!(clean, "the release left the key behind");
+}
+
+/// `settle` returns only once the lock traffic left to tasks has reached a slow master: the `SET`
+/// of a round won without it, the rest of a release a majority confirmed, and the release of a
+/// dropped guard. Each check follows `settle` at once: without it, the slow master would still be
+/// waiting for its request.
+#[tokio::test]
+async fn settle_waits_until_a_slow_master_got_the_key_and_lost_it() {
+    let c = cluster(3).await;
+    let proxies = ProxyGroup::start(&c, 1).await.expect("proxies");
+    let locks = proxied(&proxies, Duration::from_secs(2)).await;
+    common::cycle(&locks, "warm", TTL).await;
+    locks.settle().await;
+    proxies
+        .set_master_mode(2, ProxyMode::Latency(Duration::from_millis(200)))
+        .expect("latency");
+    let guard = locks
+        .try_acquire("settle:released", TTL)
+        .await
+        .expect("masters 0 and 1");
+    locks.settle().await;
+    assert_eq!(
+        holders(&c, &[0, 1, 2], "settle:released").await,
+        3,
+        "settled before the slow master got the key"
+    );
+    let released = guard.release().await.expect("release");
+    locks.settle().await;
+    assert_eq!(
+        holders(&c, &[0, 1, 2], "settle:released").await,
+        0,
+        "settled before the slow master released (the release returned with {} of 3)",
+        released.held
+    );
+    let dropped = locks
+        .try_acquire("settle:dropped", TTL)
+        .await
+        .expect("masters 0 and 1");
+    drop(dropped);
+    locks.settle().await;
+    assert_eq!(
+        holders(&c, &[0, 1, 2], "settle:dropped").await,
+        0,
+        "settled before the dropped guard was released everywhere"
+    );
+}
+
+/// A client of the masters through the proxies, with `node_timeout`.
+async fn proxied(proxies: &ProxyGroup, node_timeout: Duration) -> Quorlock {
+    Quorlock::builder()
+        .nodes(proxies.urls(0))
+        .node_timeout(node_timeout)
+        .build()
+        .await
+        .expect("build")
 }
 
 /// A waiter through the proxies with a short node timeout (100 ms), retrying every 40 ms for `wait`.

@@ -307,8 +307,9 @@ impl Drop for LeaveOnDrop {
         };
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
-                handle.spawn(async move {
-                    waiter.leave(&inner).await;
+                let leaving = Arc::clone(&inner);
+                inner.background.spawn_on(&handle, async move {
+                    waiter.leave(&leaving).await;
                     debug!(ticket = waiter.ticket.id(), "left the fair queue");
                 });
             }
