@@ -24,8 +24,8 @@ pub async fn acquire(args: AcquireArgs, masters: &Masters, signals: &mut Signals
     let guard = tokio::select! {
         acquired = take(&locks, &args.key, args.lock.ttl, args.lock.fence) => acquired?,
         signal = signals.recv() => {
-            // The abandoned round releases what it took from a spawned task; let it reach the masters.
-            tokio::time::sleep(locks.config().node_timeout * 2).await;
+            // The abandoned round releases what it took from a task; let it reach the masters.
+            locks.settle().await;
             return Err(Failure::new(
                 exit::signaled(signal as i32),
                 format!("{signal} while waiting for the lock on {:?}", args.key),
@@ -57,6 +57,8 @@ pub async fn acquire(args: AcquireArgs, masters: &Masters, signals: &mut Signals
         );
     }
     keep_held(guard);
+    // The round returned at the quorum: let its requests to the slower masters land too.
+    locks.settle().await;
     Ok(OK)
 }
 
@@ -74,7 +76,10 @@ fn keep_held(guard: Guard) {
 /// (69: too many masters unreachable), or a configuration error.
 pub async fn release(args: ReleaseArgs, masters: &Masters) -> Result<u8, Failure> {
     let locks = masters.connect(std::time::Duration::ZERO).await?;
-    let released = locks.release_token(&args.key, &args.token).await?;
+    let released = locks.release_token(&args.key, &args.token).await;
+    // It returns once a majority confirmed; the slower masters' part finishes before the exit.
+    locks.settle().await;
+    let released = released?;
     tracing::debug!(held = released.held, masters = released.masters, "lock released");
     Ok(OK)
 }

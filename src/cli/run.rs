@@ -7,7 +7,8 @@
 //! 3. while it runs, the watchdog keeps the lock alive; if the lock is lost anyway, SIGTERM the command's process
 //!    group, SIGKILL it after `--grace`, and exit 76;
 //! 4. forward SIGINT / SIGTERM / SIGHUP to the command (SIGKILL after `--grace`);
-//! 5. release the lock the moment the command ends, and exit with the command's own code.
+//! 5. release the lock the moment the command ends, and exit with the command's own code once the
+//!    release has reached every master that answers (not only the majority it returned at).
 
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -31,10 +32,17 @@ use crate::cli::signals::Signals;
 /// (126/127), interrupted while waiting (128 + signal), or a configuration error.
 pub async fn run(args: RunArgs, masters: &Masters, signals: &mut Signals) -> Result<u8, Failure> {
     let locks = masters.connect(args.lock.wait).await?;
+    let outcome = run_with(&locks, args, signals).await;
+    // The release returns once a majority confirmed it, and an abandoned acquire releases from a
+    // task: let the rest reach the slower masters before the process exits.
+    locks.settle().await;
+    outcome
+}
+
+async fn run_with(locks: &Quorlock, args: RunArgs, signals: &mut Signals) -> Result<u8, Failure> {
     let guard = tokio::select! {
-        acquired = take(&locks, &args.key, args.lock.ttl, args.lock.fence) => acquired?,
+        acquired = take(locks, &args.key, args.lock.ttl, args.lock.fence) => acquired?,
         signal = signals.recv() => {
-            settle(&locks).await;
             return Err(Failure::new(
                 exit::signaled(signal as i32),
                 format!("{signal} while waiting for the lock on {:?}; nothing was run", args.key),
@@ -157,12 +165,6 @@ async fn release_quietly(guard: Guard) {
     if let Err(err) = guard.release().await {
         debug!(%err, "release after the command");
     }
-}
-
-/// Gives the release of an abandoned acquire round, which runs on a spawned task, the time to
-/// reach the masters before the process exits.
-async fn settle(locks: &Quorlock) {
-    tokio::time::sleep(locks.config().node_timeout * 2).await;
 }
 
 /// "exit code 3", "killed by SIGTERM".
