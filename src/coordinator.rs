@@ -395,35 +395,10 @@ impl Inner {
                 ))
             }
             Decision::Failed(why) => {
-                // Masters still in flight: release from a task; their SET, if it lands, is ordered
-                // before the release on the same connection, and bounded by the TTL regardless.
-                let in_flight: Vec<usize> = (0..self.nodes.len())
-                    .filter(|i| tally.vote(*i).is_none())
-                    .collect();
                 drop(pending);
-                if !in_flight.is_empty() {
-                    spawn_release(self.clone(), Arc::clone(&ops), in_flight);
-                }
-                // Masters that answered: release now, and learn which of them hold a non-lock key.
-                let answered: Vec<usize> = (0..self.nodes.len())
-                    .filter(|i| tally.vote(*i).is_some())
-                    .collect();
-                let released = self.release_on(ops.as_ref(), &answered).await;
+                self.release_failed(&ops, |i| tally.vote(i).is_none(), &mut failures)
+                    .await;
                 cleanup.disarm();
-                for found in released
-                    .errors
-                    .iter()
-                    .filter(|f| f.kind == NodeErrorKind::WrongType)
-                {
-                    match failures
-                        .iter_mut()
-                        .find(|f: &&mut NodeFailure| f.node == found.node)
-                    {
-                        Some(existing) => existing.kind = NodeErrorKind::WrongType,
-                        None => failures.push(found.clone()),
-                    }
-                }
-                failures.sort_by_key(|f| f.node);
                 Err(match why {
                     Failure::NoQuorum => AcquireError::NoQuorum {
                         resource: resource.to_owned(),
@@ -447,6 +422,35 @@ impl Inner {
                 failures,
             }),
         }
+    }
+
+    /// Releases what a failed round may have taken, before its error is returned: on the masters
+    /// whose request may still land (`in_flight`) from a task, as their `SET`, if it lands, is
+    /// ordered before the release on the same connection; on the others at once. A master whose
+    /// release meets a key of another type is recorded in `failures` as such (the round saw it as
+    /// held), so the error names it and is not retried; `failures` ends up sorted by master.
+    pub(crate) async fn release_failed(
+        self: &Arc<Self>,
+        ops: &Arc<dyn LockOps>,
+        in_flight: impl Fn(usize) -> bool,
+        failures: &mut Vec<NodeFailure>,
+    ) {
+        let (late, answered): (Vec<usize>, Vec<usize>) = (0..self.nodes.len()).partition(|i| in_flight(*i));
+        if !late.is_empty() {
+            spawn_release(Arc::clone(self), Arc::clone(ops), late);
+        }
+        let released = self.release_on(ops.as_ref(), &answered).await;
+        for found in released
+            .errors
+            .iter()
+            .filter(|f| f.kind == NodeErrorKind::WrongType)
+        {
+            match failures.iter_mut().find(|f| f.node == found.node) {
+                Some(existing) => existing.kind = NodeErrorKind::WrongType,
+                None => failures.push(found.clone()),
+            }
+        }
+        failures.sort_by_key(|f| f.node);
     }
 
     /// Feeds replies to the tally until it decides, or until time alone decides.

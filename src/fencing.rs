@@ -310,21 +310,22 @@ async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Resul
     let mut failures = Vec::new();
     let decision = inner.decide(&mut tally, &mut pending, &mut failures).await;
     drop(pending);
-    if let Decision::Failed(why) = decision {
-        // Dropping `cleanup` releases on every master from a task, including those still in flight.
-        drop(cleanup);
-        return Err(failed(resource, &tally, why, started, timing, failures));
-    }
-    if !decision.is_final() {
-        drop(cleanup);
-        return Err(no_quorum(resource, &tally, failures));
-    }
     let counters = counters.into_inner().unwrap_or_else(PoisonError::into_inner);
     let granted: Vec<usize> = (0..n).filter(|i| tally.vote(*i) == Some(Vote::Yes)).collect();
-    let Some(fence) = fencing_token(granted.iter().filter_map(|i| counters.get(*i).copied().flatten()))
-    else {
-        drop(cleanup);
-        return Err(no_quorum(resource, &tally, failures));
+    let fence = fencing_token(granted.iter().filter_map(|i| counters.get(*i).copied().flatten()));
+    let fence = match (decision, fence) {
+        (Decision::Acquired { .. }, Some(fence)) => fence,
+        (decision, _) => {
+            // Released before the error is returned, as a plain round does.
+            inner
+                .release_failed(&ops, |i| tally.vote(i).is_none(), &mut failures)
+                .await;
+            cleanup.disarm();
+            return Err(match decision {
+                Decision::Failed(why) => failed(resource, &tally, why, started, timing, failures),
+                _ => no_quorum(resource, &tally, failures),
+            });
+        }
     };
     debug!(
         fence,
@@ -370,13 +371,16 @@ async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Resul
             let _ = guard.held.fencing_token.set(fence);
             Ok(guard)
         }
-        Decision::Failed(why) => {
-            drop(cleanup);
-            Err(failed(resource, &commit, why, started, timing, commit_failures))
-        }
-        Decision::Pending => {
-            drop(cleanup);
-            Err(no_quorum(resource, &commit, commit_failures))
+        decision => {
+            // A master may still take the key if its round-1 request is in flight, or hold it
+            // uncommitted if its commit is.
+            let in_flight = |i| tally.vote(i).is_none() || commit.vote(i).is_none();
+            inner.release_failed(&ops, in_flight, &mut commit_failures).await;
+            cleanup.disarm();
+            Err(match decision {
+                Decision::Failed(why) => failed(resource, &commit, why, started, timing, commit_failures),
+                _ => no_quorum(resource, &commit, commit_failures),
+            })
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Fenced locks against real masters: tokens that strictly increase across holders, the counter
-//! committed on a majority, the repair of a master that lost its counter, and the fenced store.
+//! committed on a majority, a key of another type failing a fenced acquire as it fails a plain one,
+//! the repair of a master that lost its counter, and the fenced store.
 
 mod common;
 
@@ -74,6 +75,38 @@ async fn a_fenced_lock_excludes_plain_and_fenced_contenders() {
     guard.release().await.expect("release");
     let next = b.try_acquire_fenced("stock", TTL).await.expect("free");
     next.release().await.expect("release");
+}
+
+/// As with a plain lock: the error names the masters holding a key of another type, is not retried
+/// for the whole wait as if the key were held, and our key on the third master is released.
+#[tokio::test]
+async fn a_key_of_another_type_fails_a_fenced_acquire_at_once_and_leaves_no_key() {
+    let c = cluster(3).await;
+    for i in 0..2 {
+        let mut conn = c.client(i).await.expect("connect");
+        let _: () = conn.lpush("ledger", "x").await.expect("LPUSH");
+    }
+    let locks = builder(&c)
+        .wait(Duration::from_secs(30))
+        .build()
+        .await
+        .expect("build");
+    let err = locks
+        .acquire_fenced("ledger", TTL)
+        .await
+        .expect_err("a list is not a lock");
+    assert!(!err.is_retryable(), "{err}");
+    let wrong: Vec<usize> = err
+        .failures()
+        .iter()
+        .filter(|f| f.kind == NodeErrorKind::WrongType)
+        .map(|f| f.node)
+        .collect();
+    assert_eq!(wrong, vec![0, 1], "{err}");
+    locks.settle().await;
+    let mut conn = c.client(2).await.expect("connect");
+    let left: Option<String> = conn.get("ledger").await.expect("GET");
+    assert_eq!(left, None, "our key on master 2 stayed behind");
 }
 
 #[tokio::test]
