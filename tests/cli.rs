@@ -288,6 +288,53 @@ async fn a_slow_master_gets_the_key_and_loses_it_before_quorlock_exits() {
     );
 }
 
+/// Whether process `pid` is running: a zombie (exited, not reaped) is not.
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next());
+        !matches!(state, Some('Z' | 'X') | None)
+    })
+}
+
+/// A stop reaches what the command left running: a background job that ignores the forwarded
+/// signal outlives the command, and is killed at the end of the grace period, before the release.
+#[tokio::test]
+async fn a_background_job_that_ignores_the_stop_is_killed_before_the_release() {
+    let c = cluster(3).await;
+    let dir = temp_dir("group");
+    let job = dir.join("job");
+    let script = shell(
+        "sh -c 'trap \"\" TERM INT; echo $$ > job.tmp; mv job.tmp job; sleep 60' >/dev/null 2>&1 & wait",
+        &dir,
+    );
+    let run = quorlock(
+        &c,
+        &[
+            "run", "--ttl", "60s", "--grace", "300ms", "group", "--", "sh", "-c", &script,
+        ],
+    )
+    .spawn()
+    .expect("spawn quorlock");
+    let started = eventually(LIMIT, || async { job.exists() }).await;
+    assert!(started, "the background job never started");
+    let pid = std::fs::read_to_string(&job).expect("job pid");
+    let pid = pid.trim();
+    assert!(running(pid), "the background job is running");
+    let quorlock_pid = run.id().expect("running");
+    kill(
+        Pid::from_raw(i32::try_from(quorlock_pid).expect("pid")),
+        Signal::SIGTERM,
+    )
+    .expect("signal quorlock");
+    let out = finish(run).await;
+    assert_eq!(code(&out), 128 + 15, "{}", stderr(&out));
+    assert!(!running(pid), "the background job outlived quorlock");
+    assert_eq!(holders(&c, &[0, 1, 2], "group").await, 0, "released");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[tokio::test]
 async fn acquire_release_and_status_with_one_master_down() {
     let mut c = cluster(3).await;

@@ -2,19 +2,29 @@
 //!
 //! A command is often a shell with children of its own (`sh -c 'a && b'`). When the lock is lost,
 //! all of them must stop, not only the shell, so the command leads a new process group and every
-//! signal goes to the whole group.
+//! signal goes to the whole group. A member may outlive the command itself (a background job that
+//! ignores the signal, as `sh` makes its `&` jobs ignore SIGINT): after a stop, the lock is only
+//! released once the whole group is gone, SIGKILLed at the end of the grace period if need be.
 
 use std::ffi::OsString;
 use std::io;
 use std::process::ExitStatus;
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
+use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::cli::exit::Failure;
+
+/// How often a stopped command's group is looked at while it is still running.
+const GROUP_POLL: Duration = Duration::from_millis(20);
+/// How long a group may outlive its SIGKILL (a process in uninterruptible sleep) before the lock is
+/// released regardless, with a warning.
+const AFTER_KILL: Duration = Duration::from_secs(1);
 
 /// A running command and its process group.
 #[derive(Debug)]
@@ -67,11 +77,87 @@ impl Supervised {
         }
     }
 
+    /// After a stop was asked for and the command itself has exited: waits until no process of its
+    /// group is left running, sending SIGKILL to the group at `kill_at` (the end of the grace
+    /// period). Gives up, with a warning, when the group outlives its SIGKILL by [`AFTER_KILL`].
+    pub async fn clear_group(&self, kill_at: Instant) {
+        let mut killed = false;
+        loop {
+            let running = running_in_group(self.group);
+            if running == 0 {
+                return;
+            }
+            let now = Instant::now();
+            if !killed && now >= kill_at {
+                debug!(running, "the command's group outlived it; killing the group");
+                self.signal(Signal::SIGKILL);
+                killed = true;
+            } else if killed && now >= kill_at + AFTER_KILL {
+                warn!(
+                    group = self.group.as_raw(),
+                    running, "processes of the command's group are still running after SIGKILL"
+                );
+                return;
+            }
+            tokio::time::sleep(GROUP_POLL).await;
+        }
+    }
+
     /// Waits for the command to exit (cancel safe).
     ///
     /// # Errors
     /// When waiting on the child fails.
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
         self.child.wait().await
+    }
+}
+
+/// How many processes of process group `group` are running. Zombies (exited, not yet reaped, which
+/// a container's init may never do) do not count. Read from `/proc`; where that cannot be read,
+/// the kernel is asked whether the group has any member at all.
+fn running_in_group(group: Pid) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return usize::from(killpg(group, None).is_ok());
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+        .filter(|stat| matches!(group_and_state(stat), Some((pgrp, state)) if pgrp == group.as_raw() && state != 'Z' && state != 'X'))
+        .count()
+}
+
+/// The process group and state of a `/proc/PID/stat` line: `pid (comm) state ppid pgrp ...`, where
+/// `comm` may itself contain spaces and parentheses.
+fn group_and_state(stat: &str) -> Option<(i32, char)> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((pgrp, state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_group_and_state_are_read_past_any_command_name() {
+        assert_eq!(
+            group_and_state("4242 (sleep) S 1 4240 4240 0 -1 4194304 90 0"),
+            Some((4240, 'S'))
+        );
+        assert_eq!(group_and_state("77 (a) (b c) Z 1 70 70 0 -1"), Some((70, 'Z')));
+        assert_eq!(group_and_state("garbage"), None);
+        assert_eq!(group_and_state("1 (x) R 0 notanumber"), None);
+    }
+
+    #[test]
+    fn this_process_group_is_running_and_a_free_group_is_not() {
+        let ours = nix::unistd::getpgrp();
+        assert!(running_in_group(ours) >= 1);
+        // Group ids are process ids; the largest allowed pid is never a live group here.
+        assert_eq!(running_in_group(Pid::from_raw(4_194_304)), 0);
     }
 }

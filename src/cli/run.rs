@@ -6,7 +6,8 @@
 //!    `QUORLOCK_FENCE`, the fencing token, with `--fence`);
 //! 3. while it runs, the watchdog keeps the lock alive; if the lock is lost anyway, SIGTERM the command's process
 //!    group, SIGKILL it after `--grace`, and exit 76;
-//! 4. forward SIGINT / SIGTERM / SIGHUP to the command (SIGKILL after `--grace`);
+//! 4. forward SIGINT / SIGTERM / SIGHUP to the command (SIGKILL after `--grace`); after such a stop,
+//!    wait for the whole group, not only the command (see `child`);
 //! 5. release the lock the moment the command ends, and exit with the command's own code once the
 //!    release has reached every master that answers (not only the majority it returned at).
 
@@ -86,6 +87,8 @@ enum End {
 async fn supervise(command: &mut Supervised, guard: &Guard, signals: &mut Signals, grace: Duration) -> End {
     let mut lost = false;
     let mut kill_at: Option<Instant> = None;
+    // Set with the first stop (lost lock or forwarded signal): when the group gets SIGKILL.
+    let mut stopping: Option<Instant> = None;
     loop {
         let deadline = kill_at.unwrap_or_else(Instant::now);
         tokio::select! {
@@ -94,9 +97,13 @@ async fn supervise(command: &mut Supervised, guard: &Guard, signals: &mut Signal
                 lost = true;
                 debug!("lock lost; stopping the command");
                 command.signal(Signal::SIGTERM);
-                kill_at.get_or_insert_with(|| Instant::now() + grace);
+                stopping = Some(*kill_at.get_or_insert_with(|| Instant::now() + grace));
             }
             status = command.wait() => {
+                if let Some(kill_at) = stopping {
+                    // What the command started may outlive it: not past the release.
+                    command.clear_group(kill_at).await;
+                }
                 return match status {
                     // The lock may have run out while the command was finishing.
                     Ok(status) if lost || guard.is_lost() => End::Lost(status),
@@ -107,7 +114,7 @@ async fn supervise(command: &mut Supervised, guard: &Guard, signals: &mut Signal
             signal = signals.recv() => {
                 debug!(%signal, "forwarding to the command");
                 command.signal(signal);
-                kill_at.get_or_insert_with(|| Instant::now() + grace);
+                stopping = Some(*kill_at.get_or_insert_with(|| Instant::now() + grace));
             }
             () = tokio::time::sleep_until(deadline), if kill_at.is_some() => {
                 debug!("grace period over; killing the command");
