@@ -79,7 +79,9 @@ impl fmt::Display for NodeErrorKind {
             NodeErrorKind::Protocol(m) => write!(f, "unexpected reply: {m}"),
             NodeErrorKind::Restarted { uptime, remaining } => write!(
                 f,
-                "restarted {uptime:?} ago without appendfsync always; vote ignored for another {remaining:?}"
+                "restarted {} ago without appendfsync always; vote ignored for another {}",
+                Elapsed(*uptime),
+                Elapsed(*remaining)
             ),
             NodeErrorKind::Unverified => {
                 f.write_str("reconnected; vote ignored until its run_id and uptime are checked again")
@@ -129,6 +131,29 @@ impl fmt::Display for Failures<'_> {
 
 fn list(failures: &[NodeFailure]) -> Failures<'_> {
     Failures(failures)
+}
+
+/// A measured duration as people read it, to about three digits: `9.94s`, `250ms`, `2.5ms`, `800µs`
+/// (`Debug` would print every digit of the nanoseconds a clock gave).
+struct Elapsed(Duration);
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.as_secs_f64();
+        if secs >= 100.0 {
+            write!(f, "{secs:.0}s")
+        } else if secs >= 10.0 {
+            write!(f, "{secs:.1}s")
+        } else if secs >= 1.0 {
+            write!(f, "{secs:.2}s")
+        } else if secs >= 0.01 {
+            write!(f, "{:.0}ms", secs * 1e3)
+        } else if secs >= 0.001 {
+            write!(f, "{:.1}ms", secs * 1e3)
+        } else {
+            write!(f, "{}µs", self.0.as_micros())
+        }
+    }
 }
 
 /// Why a [`crate::Quorlock`] could not be built.
@@ -270,7 +295,7 @@ pub enum AcquireError {
         failures: Vec<NodeFailure>,
     },
     /// A majority granted the lock, but too late: no validity was left.
-    #[error("lock on {resource:?} not acquired: the majority arrived after {elapsed:?}, leaving no validity of the TTL {ttl:?}")]
+    #[error("lock on {resource:?} not acquired: the majority arrived after {}, leaving no validity of the TTL {ttl:?}", Elapsed(*.elapsed))]
     TooSlow {
         /// The resource asked for.
         resource: String,
@@ -280,7 +305,7 @@ pub enum AcquireError {
         ttl: Duration,
     },
     /// Every allowed attempt failed, or the wait deadline passed.
-    #[error("gave up on {resource:?} after {attempts} attempts in {waited:?}; last attempt: {last}")]
+    #[error("gave up on {resource:?} after {attempts} attempts in {}; last attempt: {last}", Elapsed(*.waited))]
     Exhausted {
         /// The resource asked for.
         resource: String,
@@ -293,7 +318,7 @@ pub enum AcquireError {
     },
     /// The wait deadline passed while queued behind other tasks of this process that hold or wait
     /// for the same resource.
-    #[error("gave up on {resource:?} after {waited:?} queued behind other tasks of this process holding or waiting for it")]
+    #[error("gave up on {resource:?} after {} queued behind other tasks of this process holding or waiting for it", Elapsed(*.waited))]
     Queued {
         /// The resource asked for.
         resource: String,
@@ -475,7 +500,7 @@ pub enum WithLockError {
     #[error(transparent)]
     Acquire(#[from] AcquireError),
     /// The lock was lost while the work ran, and the work was cancelled.
-    #[error("lock on {resource:?} was lost after {held_for:?} of work; the work was cancelled")]
+    #[error("lock on {resource:?} was lost after {} of work; the work was cancelled", Elapsed(*.held_for))]
     LockLost {
         /// The resource.
         resource: String,
@@ -513,6 +538,27 @@ pub(crate) fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn measured_durations_read_to_about_three_digits() {
+        let shown = |d: Duration| Elapsed(d).to_string();
+        assert_eq!(shown(Duration::from_nanos(9_936_599_825)), "9.94s");
+        assert_eq!(shown(Duration::from_millis(20_366)), "20.4s");
+        assert_eq!(shown(Duration::from_secs(3_600)), "3600s");
+        assert_eq!(shown(Duration::from_micros(250_400)), "250ms");
+        assert_eq!(shown(Duration::from_micros(2_460)), "2.5ms");
+        assert_eq!(shown(Duration::from_nanos(800_900)), "800µs");
+        let err = AcquireError::Exhausted {
+            resource: "k".into(),
+            attempts: 3,
+            waited: Duration::from_nanos(1_500_000_123),
+            last: Box::new(AcquireError::Queued {
+                resource: "k".into(),
+                waited: Duration::from_millis(12),
+            }),
+        };
+        assert!(err.to_string().contains("after 3 attempts in 1.50s;"), "{err}");
+    }
 
     #[test]
     fn redaction_hides_credentials_only() {

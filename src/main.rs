@@ -6,6 +6,7 @@
 
 mod cli;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
@@ -64,17 +65,25 @@ fn usage(err: &clap::Error) -> u8 {
     }
 }
 
-/// `-v` turns on debug output of quorlock on stderr, `-vv` trace output; `RUST_LOG` overrides.
+/// Warnings of the library go to stderr (an even number of masters, a master unreachable at
+/// start); `-v` adds debug output, `-vv` trace output; `RUST_LOG` overrides. The persistence
+/// warnings (no AOF, `appendfsync` below `always`), which the restart grace already answers, are
+/// left to `-v`: they would otherwise come with every invocation on such masters.
 fn logging(verbose: u8) {
     let default = match verbose {
-        0 => return,
+        0 => "quorlock=warn,quorlock::health=error",
         1 => "quorlock=debug",
         _ => "quorlock=trace,redis=debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let output = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .compact()
-        .init();
+        .with_ansi(std::io::stderr().is_terminal())
+        .compact();
+    if verbose == 0 {
+        output.without_time().with_target(false).init();
+    } else {
+        output.init();
+    }
 }

@@ -288,6 +288,28 @@ async fn a_slow_master_gets_the_key_and_loses_it_before_quorlock_exits() {
     );
 }
 
+/// The library's warnings reach the user without `-v`: an even number of masters, and a master
+/// that cannot be reached at start (a typo in one of three URLs leaves no fault tolerance).
+#[tokio::test]
+async fn warnings_about_the_masters_are_shown_by_default() {
+    let c = cluster(2).await;
+    let out = output(quorlock(&c, &["status", "warned"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("even number of masters"),
+        "{}",
+        stderr(&out)
+    );
+    let mut urls = c.urls();
+    urls.push("redis://127.0.0.1:1".to_owned());
+    let out = output(quorlock_on(&urls, "200ms", &["status", "warned"])).await;
+    assert!(
+        stderr(&out).contains("master unreachable at build") && stderr(&out).contains("127.0.0.1:1"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// Whether process `pid` is running: a zombie (exited, not reaped) is not.
 fn running(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
