@@ -133,6 +133,7 @@ impl Quorlock {
             background: Background::new(),
         };
         crate::health::check_at_build(&inner).await;
+        same_server_twice(&inner)?;
         Ok(Self {
             inner: Arc::new(inner),
         })
@@ -746,6 +747,35 @@ pub(crate) fn spawn_release(inner: Arc<Inner>, ops: Arc<dyn LockOps>, nodes: Vec
         }
         Err(_) => warn!(lock = ?ops, "no async runtime to release the lock from; it expires with its TTL"),
     }
+}
+
+/// Refuses two URLs of one server: their addresses differ (a host name and an address, two
+/// names), but the same `run_id` answered on both, and that server would vote twice. Masters that
+/// did not answer at build cannot be compared.
+fn same_server_twice(inner: &Inner) -> Result<(), BuildError> {
+    let ids: Vec<Option<String>> = inner
+        .nodes
+        .iter()
+        .map(|node| inner.health.verified_run_id(node))
+        .collect();
+    for (second, id) in ids.iter().enumerate() {
+        let Some(id) = id else { continue };
+        let Some(first) = ids
+            .iter()
+            .take(second)
+            .position(|other| other.as_ref() == Some(id))
+        else {
+            continue;
+        };
+        return Err(BuildError::SameServer {
+            first,
+            first_addr: inner.addr(first).to_owned(),
+            second,
+            second_addr: inner.addr(second).to_owned(),
+            run_id: id.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// Releases everywhere on drop unless disarmed: the cancel-safety net of an acquire round.

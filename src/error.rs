@@ -183,6 +183,23 @@ pub enum BuildError {
         /// Its second position.
         second: usize,
     },
+    /// Two URLs lead to one Redis server (different host names or addresses of the same process,
+    /// found by its `run_id` at build): it would vote twice.
+    #[error(
+        "masters {first} ({first_addr}) and {second} ({second_addr}) are the same Redis server (run_id {run_id}); every master must be independent"
+    )]
+    SameServer {
+        /// The first position.
+        first: usize,
+        /// The address given at the first position.
+        first_addr: String,
+        /// The second position.
+        second: usize,
+        /// The address given at the second position.
+        second_addr: String,
+        /// The server's `run_id`, which both answered.
+        run_id: String,
+    },
     /// The per-node timeout is zero.
     #[error("node timeout must be greater than zero")]
     ZeroNodeTimeout,

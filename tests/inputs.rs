@@ -57,6 +57,33 @@ async fn a_duplicate_master_is_refused() {
     );
 }
 
+/// The same server under another name is found by its `run_id`, as it would vote twice.
+#[tokio::test]
+async fn one_server_under_two_names_is_refused() {
+    let c = cluster(3).await;
+    let mut urls = c.urls();
+    let alias = urls[1].replace("127.0.0.1", "localhost");
+    assert_ne!(alias, urls[1], "the URL names 127.0.0.1");
+    urls.push(alias);
+    let err = Quorlock::builder()
+        .nodes(urls)
+        .build()
+        .await
+        .expect_err("master 1 twice");
+    assert!(
+        matches!(
+            err,
+            BuildError::SameServer {
+                first: 1,
+                second: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("localhost"), "{err}");
+}
+
 #[tokio::test]
 async fn zero_delay_with_jitter_is_refused() {
     let err = Quorlock::builder()
