@@ -448,22 +448,27 @@ async fn row3(args: &Args) -> Vec<Json> {
             failed.to_string(),
         ]);
     }
-    let rate_of = |l: Lib| results.iter().find(|r| r.0 == l).map_or(f64::NAN, |r| r.1);
+    let rate_of = |l: Lib| results.iter().find(|r| r.0 == l).map(|r| r.1);
     if !args.json {
+        // Only the comparisons whose libraries both ran (`--only` may leave some out).
+        let compared: Vec<String> = [("rslock", Lib::Rslock, vs_rslock), ("script floor", Lib::ScriptFloor, vs_script)]
+            .into_iter()
+            .filter_map(|(name, other, (median, min, max))| {
+                let ratio = rate_of(Lib::Quorlock)? / rate_of(other)?;
+                Some(format!(
+                    "quorlock / {name} = {ratio:.2}×, pass by pass median {median:.2}× (range {min:.2}-{max:.2}×)"
+                ))
+            })
+            .collect();
+        let compared = if compared.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", compared.join("; "))
+        };
         common::table(
             &format!(
                 "Row 3: throughput, N = {n}, {TASKS} tasks on distinct keys, median of {passes} \
-                 passes of {phase:?} (quorlock / rslock = {:.2}×, quorlock / script floor = {:.2}×; \
-                 pass by pass: quorlock / rslock median {:.2}× (range {:.2}-{:.2}×), quorlock / \
-                 script floor median {:.2}× (range {:.2}-{:.2}×))",
-                rate_of(Lib::Quorlock) / rate_of(Lib::Rslock),
-                rate_of(Lib::Quorlock) / rate_of(Lib::ScriptFloor),
-                vs_rslock.0,
-                vs_rslock.1,
-                vs_rslock.2,
-                vs_script.0,
-                vs_script.1,
-                vs_script.2,
+                 passes of {phase:?}{compared}"
             ),
             &[
                 "library",
