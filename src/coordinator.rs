@@ -118,7 +118,7 @@ impl Quorlock {
                     });
                 }
                 Err(kind) => {
-                    warn!(node = node.index(), addr = node.addr(), error = %kind, "master unreachable at build; it counts as a no until it answers")
+                    warn!(node = node.index(), addr = node.addr(), error = %kind, "master not usable at build (unreachable, or answering with errors); it counts as a no until it answers")
                 }
             }
         }

@@ -84,7 +84,7 @@ impl fmt::Display for NodeErrorKind {
                 Elapsed(*remaining)
             ),
             NodeErrorKind::Unverified => {
-                f.write_str("reconnected; vote ignored until its run_id and uptime are checked again")
+                f.write_str("vote ignored until its run_id and uptime are read on this connection (after a reconnect, or while its checks fail)")
             }
             NodeErrorKind::FenceRepair => f.write_str(
                 "fencing counter missing or behind (lost data); vote ignored until it is repaired",

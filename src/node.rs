@@ -121,6 +121,9 @@ impl Node {
             url: redact_url(url),
             reason,
         };
+        if let Some(reason) = what_is_wrong_with(url) {
+            return Err(invalid(reason));
+        }
         let client = crate::tls::open_client(url, roots)
             .map_err(|e| invalid(e.map_or_else(|reason| reason, |e| describe(&e))))?;
         let addr = client.get_connection_info().addr().to_string();
@@ -292,11 +295,49 @@ fn found(reply: Value) -> Result<Found, NodeErrorKind> {
 
 /// The message of a redis-rs error, without anything that could carry credentials.
 fn describe(err: &RedisError) -> String {
-    let mut text = err.to_string();
+    // A server's error reads as the server sent it ("NOAUTH Authentication required."), not as
+    // redis-rs formats it; only server errors have a code.
+    let mut text = match (err.code(), err.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        _ => err.to_string(),
+    };
     if text.contains('@') {
         text = redact_url(&text);
     }
     text
+}
+
+/// Schemes redis-rs connects with: TCP, TLS, and a Unix socket.
+const SCHEMES: [&str; 7] = [
+    "redis",
+    "rediss",
+    "valkey",
+    "valkeys",
+    "unix",
+    "redis+unix",
+    "valkey+unix",
+];
+
+/// Why `url` cannot name a master, in words (redis-rs only says that it did not parse); `None`
+/// when nothing is found wrong here, which leaves the rest to redis-rs.
+fn what_is_wrong_with(url: &str) -> Option<String> {
+    let parsed = match url::Url::parse(url) {
+        Ok(parsed) => parsed,
+        Err(url::ParseError::RelativeUrlWithoutBase) => {
+            return Some("not a URL; write it as redis://host:6379 (or rediss:// for TLS)".to_owned())
+        }
+        Err(err) => return Some(err.to_string()),
+    };
+    if !SCHEMES.contains(&parsed.scheme()) {
+        return Some(format!(
+            "the scheme must be redis:// or rediss:// (or unix:// for a socket), not {}://",
+            parsed.scheme()
+        ));
+    }
+    if parsed.port() == Some(0) {
+        return Some("port 0 is not a port a master can listen on".to_owned());
+    }
+    None
 }
 
 /// Sorts a redis-rs error into what it means for the lock.

@@ -304,7 +304,7 @@ async fn warnings_about_the_masters_are_shown_by_default() {
     urls.push("redis://127.0.0.1:1".to_owned());
     let out = output(quorlock_on(&urls, "200ms", &["status", "warned"])).await;
     assert!(
-        stderr(&out).contains("master unreachable at build") && stderr(&out).contains("127.0.0.1:1"),
+        stderr(&out).contains("master not usable at build") && stderr(&out).contains("127.0.0.1:1"),
         "{}",
         stderr(&out)
     );

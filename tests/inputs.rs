@@ -31,6 +31,20 @@ async fn an_invalid_url_is_named_without_its_password() {
         .await
         .expect_err("bad scheme");
     assert!(matches!(err, BuildError::InvalidUrl { .. }), "{err}");
+    // Each says what is wrong, not only that it did not parse.
+    for (url, reason) in [
+        ("http://example:6379", "the scheme must be redis://"),
+        ("redis://127.0.0.1:70000", "invalid port number"),
+        ("redis://127.0.0.1:0", "port 0"),
+        ("not-a-url", "not a URL"),
+        ("redis://:6379", "empty host"),
+    ] {
+        let err = Quorlock::builder().node(url).build().await.expect_err("bad URL");
+        assert!(
+            matches!(err, BuildError::InvalidUrl { .. }) && err.to_string().contains(reason),
+            "{url}: {err}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -206,6 +220,8 @@ async fn requirepass_masters_work() {
         .await
         .expect_err("no password");
     assert!(matches!(err, BuildError::Auth { .. }), "{err}");
+    // The server's words, as it sent them.
+    assert!(err.to_string().contains("NOAUTH Authentication required"), "{err}");
 }
 
 #[tokio::test]
