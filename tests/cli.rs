@@ -310,6 +310,41 @@ async fn warnings_about_the_masters_are_shown_by_default() {
     );
 }
 
+/// Masters just started without `appendfsync always` do not vote for the restart grace, and the
+/// error says why; `--restart-grace 0s` lets them vote at once.
+#[tokio::test]
+async fn fresh_masters_without_fsync_vote_only_with_no_restart_grace() {
+    let c = quorlock_chaos::Cluster::start_with(quorlock_chaos::ClusterOptions {
+        masters: 3,
+        appendfsync_always: false,
+        ..quorlock_chaos::ClusterOptions::default()
+    })
+    .await
+    .expect("start masters");
+    let out = output(quorlock(&c, &["run", "--wait", "0s", "fresh", "--", "true"])).await;
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("without appendfsync always; vote ignored"),
+        "{}",
+        stderr(&out)
+    );
+    let out = output(quorlock(
+        &c,
+        &[
+            "--restart-grace",
+            "0s",
+            "run",
+            "--wait",
+            "0s",
+            "fresh",
+            "--",
+            "true",
+        ],
+    ))
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
 /// Whether process `pid` is running: a zombie (exited, not reaped) is not.
 fn running(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {

@@ -221,7 +221,10 @@ async fn requirepass_masters_work() {
         .expect_err("no password");
     assert!(matches!(err, BuildError::Auth { .. }), "{err}");
     // The server's words, as it sent them.
-    assert!(err.to_string().contains("NOAUTH Authentication required"), "{err}");
+    assert!(
+        err.to_string().contains("NOAUTH Authentication required"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -34,6 +34,7 @@ Exit codes:
   0-255  run: the command's own exit code; 128+N when it was killed by signal N
   64     usage error: unknown option, bad duration, missing command
   69     release unconfirmed: too many masters unreachable to tell
+  70     internal error: signals could not be caught, or the command's status was lost
   75     the lock was not acquired within --wait (held elsewhere, or no majority reachable)
   76     the lock was lost while the command ran, or had expired before release
   78     configuration error: no masters (--nodes or QUORLOCK_NODES), bad URL, bad credentials
@@ -62,6 +63,14 @@ pub struct Cli {
     /// Bound on each request to one master; a slower master counts as a no [default: 50ms]
     #[arg(long, global = true, value_name = "DURATION", value_parser = duration::parse)]
     pub node_timeout: Option<Duration>,
+
+    /// Ignore votes of a master restarted this recently without appendfsync always [default: the TTL]
+    ///
+    /// Such a master may have lost locks it granted. Set it to the longest TTL any client of these
+    /// masters uses. 0s turns the guard off: safe only when a master that lost its data is
+    /// restarted by hand after the longest TTL (or for a local try-out on fresh masters).
+    #[arg(long, global = true, value_name = "DURATION", value_parser = duration::parse)]
+    pub restart_grace: Option<Duration>,
 
     /// Log what quorlock does on stderr (-v: debug, -vv: trace; RUST_LOG overrides)
     #[arg(short, long, global = true, action = ArgAction::Count)]

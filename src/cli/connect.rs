@@ -18,6 +18,8 @@ pub struct Masters {
     pub nodes: Option<String>,
     /// `--node-timeout`, when given.
     pub node_timeout: Option<Duration>,
+    /// `--restart-grace`, when given.
+    pub restart_grace: Option<Duration>,
 }
 
 impl Masters {
@@ -58,6 +60,9 @@ impl Masters {
         if let Some(timeout) = self.node_timeout {
             builder = builder.node_timeout(timeout);
         }
+        if let Some(grace) = self.restart_grace {
+            builder = builder.restart_grace(grace);
+        }
         Ok(builder.build().await?)
     }
 }
@@ -87,6 +92,7 @@ mod tests {
         Masters {
             nodes: nodes.map(str::to_owned),
             node_timeout: None,
+            restart_grace: None,
         }
     }
 

@@ -34,6 +34,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     let masters = Masters {
         nodes: cli.nodes,
         node_timeout: cli.node_timeout,
+        restart_grace: cli.restart_grace,
     };
     let catch = || Signals::catch().map_err(|e| Failure::new(SOFTWARE, format!("cannot catch signals: {e}")));
     match cli.command {
