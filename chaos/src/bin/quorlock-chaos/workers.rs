@@ -1,9 +1,10 @@
 //! Contending workers: several clients of one `Quorlock` competing for a few resources, each hold
 //! doing a deliberately unsafe read-modify-write that only the lock keeps correct.
 //!
-//! Every outcome is counted against the phase it ended in (acquired, or refused: another worker
-//! held the lock, or too few masters answered), and every hold is recorded in the run's [`History`]
-//! for the checker and the timeline.
+//! Every outcome is counted against the phase it happened in: an acquisition against the phase it
+//! was granted in (its hold and release may end in the next), a refusal (another worker held the
+//! lock, or too few masters answered) against the phase it came back in. Every hold is recorded in
+//! the run's [`History`] for the checker and the timeline.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -77,8 +78,16 @@ impl Board {
         (self.increments.load(Ordering::SeqCst), actual)
     }
 
+    /// The phase outcomes are counted against now.
+    fn current(&self) -> usize {
+        self.phase.load(Ordering::SeqCst)
+    }
+
     fn record(&self, update: impl FnOnce(&mut PhaseStats)) {
-        let index = self.phase.load(Ordering::SeqCst);
+        self.record_in(self.current(), update);
+    }
+
+    fn record_in(&self, index: usize, update: impl FnOnce(&mut PhaseStats)) {
         if let Some(stats) = self.lock_stats().get_mut(index) {
             update(stats);
         }
@@ -116,6 +125,7 @@ async fn work(locks: Quorlock, board: Arc<Board>, client: usize, which: usize, r
         let pause = match locks.try_acquire(&resource, TTL).await {
             Ok(guard) => {
                 let latency = started.elapsed();
+                let granted_in = board.current();
                 let mut record = LockRecord::invoked(client, resource.as_str(), invoked);
                 record.acquired = Some(clock.now());
                 record.validity_end = Some(clock.offset(guard.valid_until()));
@@ -132,7 +142,7 @@ async fn work(locks: Quorlock, board: Arc<Board>, client: usize, which: usize, r
                     record.error = Some(err.to_string());
                 }
                 board.history.push(record);
-                board.record(|s| {
+                board.record_in(granted_in, |s| {
                     s.acquired += 1;
                     s.latencies.push(latency);
                 });
