@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use quorlock::{Inspection, MasterState};
+use quorlock::{Inspection, MasterState, NodeErrorKind};
 use serde_json::{json, Value};
 
 use crate::cli::args::StatusArgs;
@@ -48,7 +48,24 @@ fn verdict(i: &Inspection) -> String {
             "lock {:?} is not held: no token on a majority (at most {token} on {count} of {n}, {} needed)",
             i.resource, i.quorum
         ),
-        (None, None) => format!("lock {:?} is free on every master that answered", i.resource),
+        (None, None) => {
+            // A master that answered with an error (a key of another type, a garbage reply) did
+            // not say the lock is free there.
+            let failed = i
+                .masters
+                .iter()
+                .filter(|m| matches!(&m.state, Err(kind) if !kind.is_unreachable()))
+                .count();
+            if failed == 0 {
+                format!("lock {:?} is free on every master that answered", i.resource)
+            } else {
+                let free = i.masters.iter().filter(|m| matches!(m.state, Ok(None))).count();
+                format!(
+                    "lock {:?} is not held: free on {free} of {n} masters, {failed} answered with an error",
+                    i.resource
+                )
+            }
+        }
     };
     let _ = write!(line, "; {reachable} of {n} masters answered");
     if reachable < i.quorum {
@@ -75,8 +92,8 @@ fn to_table(i: &Inspection) -> String {
                 h.ttl.map_or_else(|| "no expiry".to_owned(), show),
             ),
             Ok(None) => ("free", "-", "-".to_owned()),
-            Err(kind) if kind.is_unreachable() => ("unreachable", "-", kind.to_string()),
-            Err(kind) => ("error", "-", kind.to_string()),
+            Err(kind) if kind.is_unreachable() => ("unreachable", "-", one_line(kind)),
+            Err(kind) => ("error", "-", one_line(kind)),
         };
         let _ = writeln!(
             out,
@@ -85,6 +102,11 @@ fn to_table(i: &Inspection) -> String {
         );
     }
     out
+}
+
+/// An error on one line of the table (a parse error can quote a multi-line reply).
+fn one_line(kind: &NodeErrorKind) -> String {
+    kind.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The machine-readable form.
@@ -122,7 +144,7 @@ fn node_json(m: &MasterState) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quorlock::{Holding, NodeErrorKind};
+    use quorlock::Holding;
 
     fn sample() -> Inspection {
         let held = |node: usize, token: &str| MasterState {
@@ -167,5 +189,21 @@ mod tests {
         assert_eq!(lines.len(), 5, "{table}");
         assert!(lines[0].contains("is held: token abc on 2 of 3"), "{table}");
         assert!(lines[3].contains("unreachable"), "{table}");
+    }
+
+    #[test]
+    fn a_master_that_answered_an_error_is_not_counted_free() {
+        let mut i = sample();
+        i.masters[0].state = Ok(None);
+        i.masters[2].state = Err(NodeErrorKind::WrongType);
+        let line = verdict(&i);
+        assert!(
+            line.contains("is not held: free on 1 of 3 masters, 1 answered with an error"),
+            "{line}"
+        );
+        i.masters[2].state = Ok(None);
+        assert!(verdict(&i).contains("is free on every master that answered"));
+        i.masters[2].state = Err(NodeErrorKind::Protocol("line one\nline two".into()));
+        assert_eq!(to_table(&i).lines().count(), 5, "{}", to_table(&i));
     }
 }
