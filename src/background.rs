@@ -4,13 +4,15 @@
 //! Several paths hand lock traffic to a spawned task so that the caller does not wait on the
 //! slowest master: the requests of a won round to masters slower than the majority, the rest of a
 //! release that a majority already confirmed, the release of a dropped guard or of an abandoned
-//! acquire, and a fair waiter leaving its queue. Each of these is bounded by the node timeout. A
+//! acquire, and a fair waiter leaving its queue. Each of these is bounded by a few node timeouts. A
 //! process that exits right after such a call (a command-line tool, a job, a test) would otherwise
 //! cut them off: a key stays on a master until its TTL, or a lock lands on a bare majority.
 //! [`crate::Quorlock::settle`] waits for them.
 //!
 //! Tasks that live as long as the client (the watchdog, pub/sub readers, health checks) are not
-//! counted here: waiting for them would never end.
+//! counted here: waiting for them would never end. Nor are the requests of a fenced round still in
+//! flight when it is decided: they borrow the round, so they are dropped, not finished (a master
+//! that misses a fenced lock's `SET` only makes the lock's majority smaller).
 
 use std::future::Future;
 

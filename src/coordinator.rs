@@ -67,6 +67,20 @@ pub(crate) struct ReleaseTally {
     pub(crate) errors: Vec<NodeFailure>,
 }
 
+impl ReleaseTally {
+    /// Warns when a release that nobody awaits (a background task's) failed on some master: the
+    /// key stays there until its TTL, and nothing else reports it.
+    pub(crate) fn report_unawaited(&self) {
+        if !self.errors.is_empty() {
+            let failed: Vec<String> = self.errors.iter().map(ToString::to_string).collect();
+            warn!(
+                failed = %failed.join("; "),
+                "a release in the background failed on a master; the key stays there until its TTL"
+            );
+        }
+    }
+}
+
 impl Quorlock {
     /// Starts a builder with every setting at its documented default.
     pub fn builder() -> QuorlockBuilder {
@@ -190,10 +204,12 @@ impl Quorlock {
     /// waiters leaving their queue. Returns at once when there is none.
     ///
     /// Call it before the process exits, once this client's work is done, so that no key is left
-    /// on a slow master to expire with its TTL and every master that grants a lock gets it. Every
-    /// such task is bounded by the node timeout, so this returns within a few node timeouts unless
-    /// other tasks keep locking meanwhile (it waits for their background work too). It neither
-    /// releases held guards nor stops their watchdogs: release them first.
+    /// on a slow master to expire with its TTL and every master that grants a plain lock gets it
+    /// (a fenced round drops its requests to the slower masters instead). Every such task is
+    /// bounded by a few node timeouts, so this returns within a few node timeouts unless other
+    /// tasks keep locking meanwhile (it waits for their background work too). The tasks run on the
+    /// runtime the lock calls ran on, which must keep running meanwhile. It neither releases held
+    /// guards nor stops their watchdogs: release them first.
     ///
     /// ```no_run
     /// # async fn run(locks: quorlock::Quorlock) -> Result<(), Box<dyn std::error::Error>> {
@@ -395,39 +411,21 @@ impl Inner {
                     valid_until,
                 ))
             }
-            Decision::Failed(why) => {
+            Decision::Failed(_) => {
                 drop(pending);
                 self.release_failed(&ops, |i| tally.vote(i).is_none(), &mut failures)
                     .await;
                 cleanup.disarm();
-                Err(match why {
-                    Failure::NoQuorum => AcquireError::NoQuorum {
-                        resource: resource.to_owned(),
-                        acquired: tally.yes(),
-                        required: tally.required(),
-                        masters: tally.masters(),
-                        failures,
-                    },
-                    Failure::TooSlow => AcquireError::TooSlow {
-                        resource: resource.to_owned(),
-                        elapsed: started.elapsed(),
-                        ttl: timing.ttl(),
-                    },
-                })
+                Err(round_error(resource, &tally, decision, started, timing, failures))
             }
-            Decision::Pending => Err(AcquireError::NoQuorum {
-                resource: resource.to_owned(),
-                acquired: tally.yes(),
-                required: tally.required(),
-                masters: tally.masters(),
-                failures,
-            }),
+            Decision::Pending => Err(round_error(resource, &tally, decision, started, timing, failures)),
         }
     }
 
     /// Releases what a failed round may have taken, before its error is returned: on the masters
-    /// whose request may still land (`in_flight`) from a task, as their `SET`, if it lands, is
-    /// ordered before the release on the same connection; on the others at once. A master whose
+    /// whose request may still land (`in_flight`, or failed as unreachable) from a task, as their
+    /// `SET`, if it lands, is ordered before the release on the same connection; on the others at
+    /// once. A master whose
     /// release meets a key of another type is recorded in `failures` as such (the round saw it as
     /// held), so the error names it and is not retried; `failures` ends up sorted by master.
     pub(crate) async fn release_failed(
@@ -436,9 +434,15 @@ impl Inner {
         in_flight: impl Fn(usize) -> bool,
         failures: &mut Vec<NodeFailure>,
     ) {
-        let (late, answered): (Vec<usize>, Vec<usize>) = (0..self.nodes.len()).partition(|i| in_flight(*i));
+        // A master that timed out or could not be reached may still take the key too (its `SET`
+        // may be queued behind a stall), and waiting on it would cost another node timeout: both
+        // are released from the task. Only the answers of the others are awaited (they tell a key
+        // of another type).
+        let unreachable = |i: usize| failures.iter().any(|f| f.node == i && f.kind.is_unreachable());
+        let (late, answered): (Vec<usize>, Vec<usize>) =
+            (0..self.nodes.len()).partition(|i| in_flight(*i) || unreachable(*i));
         if !late.is_empty() {
-            spawn_release(Arc::clone(self), Arc::clone(ops), late);
+            spawn_release(Arc::clone(self), Arc::clone(ops), late, Releasing::Partial);
         }
         let released = self.release_on(ops.as_ref(), &answered).await;
         for found in released
@@ -617,6 +621,7 @@ impl Inner {
                         while let Some((node, result)) = pending.next().await {
                             inner.count_release(&mut rest, node, result);
                         }
+                        rest.report_unawaited();
                     });
                     break;
                 }
@@ -639,8 +644,9 @@ impl Inner {
                 }
             }
             Err(kind) => {
-                // Reported to the caller in the release's result, and repeated on every retry of a
-                // round against a master that is down: not a warning of its own.
+                // In the release's result for its caller, or warned about once per background
+                // release (`report_unawaited`); a warning here would repeat on every retry of a
+                // round against a master that is down.
                 debug!(node, addr = self.addr(node), error = %kind, "release failed on a master");
                 out.errors.push(self.failure(node, kind));
             }
@@ -735,14 +741,54 @@ where
     }
 }
 
+/// The error of a round that did not win (`decision` is not `Acquired`): too slow, or no majority
+/// with the tally's counts and each master's failure, in the masters' order.
+pub(crate) fn round_error(
+    resource: &str,
+    tally: &Tally,
+    decision: Decision,
+    started: Instant,
+    timing: Timing,
+    mut failures: Vec<NodeFailure>,
+) -> AcquireError {
+    if matches!(decision, Decision::Failed(Failure::TooSlow)) {
+        return AcquireError::TooSlow {
+            resource: resource.to_owned(),
+            elapsed: started.elapsed(),
+            ttl: timing.ttl(),
+        };
+    }
+    failures.sort_by_key(|f| f.node);
+    AcquireError::NoQuorum {
+        resource: resource.to_owned(),
+        acquired: tally.yes(),
+        required: tally.required(),
+        masters: tally.masters(),
+        failures,
+    }
+}
+
+/// Whether a release from a task is of a lock that was held (a dropped guard), whose failure on a
+/// master is worth a warning, or of what a failed or abandoned round may have taken, where a master
+/// that fails is most likely one that never took the key, and a warning would come with every
+/// retry against a master that is down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Releasing {
+    Held,
+    Partial,
+}
+
 /// Releases a lock from a spawned task, when a runtime is there to run it.
-pub(crate) fn spawn_release(inner: Arc<Inner>, ops: Arc<dyn LockOps>, nodes: Vec<usize>) {
+pub(crate) fn spawn_release(inner: Arc<Inner>, ops: Arc<dyn LockOps>, nodes: Vec<usize>, what: Releasing) {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => {
             let releasing = Arc::clone(&inner);
             inner.background.spawn_on(&handle, async move {
                 let out = releasing.release_on(ops.as_ref(), &nodes).await;
                 debug!(lock = ?ops, held = out.held, errors = out.errors.len(), "background release done");
+                if what == Releasing::Held {
+                    out.report_unawaited();
+                }
             });
         }
         Err(_) => warn!(lock = ?ops, "no async runtime to release the lock from; it expires with its TTL"),
@@ -801,7 +847,7 @@ impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
         if let Some((inner, ops)) = self.armed.take() {
             let all = (0..inner.nodes.len()).collect();
-            spawn_release(inner, ops, all);
+            spawn_release(inner, ops, all, Releasing::Partial);
         }
     }
 }
@@ -810,8 +856,9 @@ impl QuorlockBuilder {
     /// Checks every setting, prepares one connection per master and pings each once.
     ///
     /// # Errors
-    /// [`BuildError`] naming the bad setting, an unparseable or duplicate URL, or a master that
-    /// rejected the credentials. An unreachable master is only warned about.
+    /// [`BuildError`] naming the bad setting, an unparseable or duplicate URL, one server under two
+    /// names ([`BuildError::SameServer`]), or a master that rejected the credentials. An
+    /// unreachable master is only warned about.
     pub async fn build(self) -> Result<Quorlock, BuildError> {
         Quorlock::from_builder(self).await
     }

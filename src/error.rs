@@ -139,16 +139,17 @@ struct Elapsed(Duration);
 
 impl fmt::Display for Elapsed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Each unit from where the one below would round up to four digits.
         let secs = self.0.as_secs_f64();
-        if secs >= 100.0 {
+        if secs >= 99.95 {
             write!(f, "{secs:.0}s")
-        } else if secs >= 10.0 {
+        } else if secs >= 9.995 {
             write!(f, "{secs:.1}s")
-        } else if secs >= 1.0 {
+        } else if secs >= 0.9995 {
             write!(f, "{secs:.2}s")
-        } else if secs >= 0.01 {
+        } else if secs >= 0.00995 {
             write!(f, "{:.0}ms", secs * 1e3)
-        } else if secs >= 0.001 {
+        } else if secs >= 0.0009995 {
             write!(f, "{:.1}ms", secs * 1e3)
         } else {
             write!(f, "{}µs", self.0.as_micros())
@@ -565,6 +566,9 @@ mod tests {
         assert_eq!(shown(Duration::from_micros(250_400)), "250ms");
         assert_eq!(shown(Duration::from_micros(2_460)), "2.5ms");
         assert_eq!(shown(Duration::from_nanos(800_900)), "800µs");
+        assert_eq!(shown(Duration::from_millis(9_996)), "10.0s");
+        assert_eq!(shown(Duration::from_micros(999_600)), "1.00s");
+        assert_eq!(shown(Duration::from_micros(9_996)), "10ms");
         let err = AcquireError::Exhausted {
             resource: "k".into(),
             attempts: 3,

@@ -29,10 +29,10 @@ use redis::Value;
 use tracing::{debug, field, info, instrument, warn, Span};
 
 use crate::config::{FENCE_COUNTER_KEY, FENCE_EPOCH_KEY};
-use crate::coordinator::{ttl_millis, Inner, ReleaseOnDrop};
+use crate::coordinator::{round_error, ttl_millis, Inner, ReleaseOnDrop};
 use crate::core::fencing::{fencing_token, repair_target, AcquireReply, CounterRead, RepairTarget};
-use crate::core::{Decision, Failure, Tally, Timing, Vote};
-use crate::error::{AcquireError, NodeErrorKind, NodeFailure};
+use crate::core::{Decision, Tally, Timing, Vote};
+use crate::error::{AcquireError, NodeErrorKind};
 use crate::fanout::Fanout;
 use crate::guard::Guard;
 use crate::node::Node;
@@ -252,35 +252,6 @@ async fn commit_on(
     node.script(&cmd).await?.into_result()
 }
 
-fn no_quorum(resource: &str, tally: &Tally, mut failures: Vec<NodeFailure>) -> AcquireError {
-    failures.sort_by_key(|f| f.node);
-    AcquireError::NoQuorum {
-        resource: resource.to_owned(),
-        acquired: tally.yes(),
-        required: tally.required(),
-        masters: tally.masters(),
-        failures,
-    }
-}
-
-fn failed(
-    resource: &str,
-    tally: &Tally,
-    why: Failure,
-    started: Instant,
-    timing: Timing,
-    failures: Vec<NodeFailure>,
-) -> AcquireError {
-    match why {
-        Failure::NoQuorum => no_quorum(resource, tally, failures),
-        Failure::TooSlow => AcquireError::TooSlow {
-            resource: resource.to_owned(),
-            elapsed: started.elapsed(),
-            ttl: timing.ttl(),
-        },
-    }
-}
-
 /// Both rounds of one fenced acquisition; on any failure the key is released on every master.
 async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
     let key = inner.shared_key(resource);
@@ -321,10 +292,7 @@ async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Resul
                 .release_failed(&ops, |i| tally.vote(i).is_none(), &mut failures)
                 .await;
             cleanup.disarm();
-            return Err(match decision {
-                Decision::Failed(why) => failed(resource, &tally, why, started, timing, failures),
-                _ => no_quorum(resource, &tally, failures),
-            });
+            return Err(round_error(resource, &tally, decision, started, timing, failures));
         }
     };
     debug!(
@@ -375,12 +343,18 @@ async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Resul
             // A master may still take the key if its round-1 request is in flight, or hold it
             // uncommitted if its commit is.
             let in_flight = |i| tally.vote(i).is_none() || commit.vote(i).is_none();
+            // The masters that said no in round 1 count as no here too: their reasons as well.
+            commit_failures.extend(failures.into_iter().filter(|f| !granted.contains(&f.node)));
             inner.release_failed(&ops, in_flight, &mut commit_failures).await;
             cleanup.disarm();
-            Err(match decision {
-                Decision::Failed(why) => failed(resource, &commit, why, started, timing, commit_failures),
-                _ => no_quorum(resource, &commit, commit_failures),
-            })
+            Err(round_error(
+                resource,
+                &commit,
+                decision,
+                started,
+                timing,
+                commit_failures,
+            ))
         }
     }
 }

@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 use tracing::{field, instrument, Span};
 
 use crate::coalesce::Turn;
-use crate::coordinator::{spawn_release, ttl_millis, Inner};
+use crate::coordinator::{spawn_release, ttl_millis, Inner, Releasing};
 use crate::core::{Decision, Tally};
 use crate::error::{ExtendError, ReleaseError, Released};
 use crate::fanout::Fanout;
@@ -385,10 +385,18 @@ impl Held {
             (Some(turn), Ok(runtime)) => {
                 let (inner, ops) = (Arc::clone(&self.inner), Arc::clone(&self.ops));
                 self.inner.background.spawn_on(&runtime, async move {
-                    inner.release_on_queued(ops.as_ref(), &all, || drop(turn)).await;
+                    inner
+                        .release_on_queued(ops.as_ref(), &all, || drop(turn))
+                        .await
+                        .report_unawaited();
                 });
             }
-            _ => spawn_release(Arc::clone(&self.inner), Arc::clone(&self.ops), all),
+            _ => spawn_release(
+                Arc::clone(&self.inner),
+                Arc::clone(&self.ops),
+                all,
+                Releasing::Held,
+            ),
         }
     }
 }

@@ -367,6 +367,10 @@ async fn check(health: &Health, node: &Node) -> Option<Snapshot> {
     }
 }
 
+/// The `tracing` target of the warnings about a master's persistence (no AOF, `appendfsync` below
+/// `always`, or a policy that could not be read).
+pub(crate) const PERSISTENCE: &str = "quorlock::persistence";
+
 /// Checks every master once at `build()` and warns, once per master, about what makes RedLock
 /// unsafe there: replicas attached, or persistence weaker than `appendfsync always`.
 pub(crate) async fn check_at_build(inner: &Inner) {
@@ -392,19 +396,23 @@ pub(crate) async fn check_at_build(inner: &Inner) {
                 "master has replicas attached: replication is asynchronous, so a failover to a replica can lose a held lock; use independent masters"
             );
         }
+        // Under a target of their own, which a tool can set apart: the restart grace answers them.
         match (&snapshot.appendfsync, snapshot.aof_enabled) {
             (_, false) => warn!(
+                target: PERSISTENCE,
                 node = node.index(),
                 addr = node.addr(),
                 "master runs without AOF: a restart loses every lock it held; use appendonly yes with appendfsync always, or rely on the restart grace"
             ),
             (Ok(policy), true) if !policy.eq_ignore_ascii_case("always") => warn!(
+                target: PERSISTENCE,
                 node = node.index(),
                 addr = node.addr(),
                 appendfsync = %policy,
                 "master persists with less than appendfsync always: a crash can lose recently granted locks; its votes are ignored for the grace period after a restart"
             ),
             (Err(reason), true) => warn!(
+                target: PERSISTENCE,
                 node = node.index(),
                 addr = node.addr(),
                 reason = %reason,

@@ -321,11 +321,14 @@ const SCHEMES: [&str; 7] = [
 /// Why `url` cannot name a master, in words (redis-rs only says that it did not parse); `None`
 /// when nothing is found wrong here, which leaves the rest to redis-rs.
 fn what_is_wrong_with(url: &str) -> Option<String> {
+    const HOW: &str = "not a URL; write it as redis://host:6379 (or rediss:// for TLS)";
+    // `localhost:6379` parses, as a URL of scheme `localhost`.
+    if !url.contains("://") {
+        return Some(HOW.to_owned());
+    }
     let parsed = match url::Url::parse(url) {
         Ok(parsed) => parsed,
-        Err(url::ParseError::RelativeUrlWithoutBase) => {
-            return Some("not a URL; write it as redis://host:6379 (or rediss:// for TLS)".to_owned())
-        }
+        Err(url::ParseError::RelativeUrlWithoutBase) => return Some(HOW.to_owned()),
         Err(err) => return Some(err.to_string()),
     };
     if !SCHEMES.contains(&parsed.scheme()) {
