@@ -66,12 +66,13 @@ fn usage(err: &clap::Error) -> u8 {
 }
 
 /// Warnings of the library go to stderr (an even number of masters, a master unreachable at
-/// start); `-v` adds debug output, `-vv` trace output; `RUST_LOG` overrides. The persistence
-/// warnings (no AOF, `appendfsync` below `always`), which the restart grace already answers, are
-/// left to `-v`: they would otherwise come with every invocation on such masters.
+/// start, replicas attached); `-v` adds debug output, `-vv` trace output; `RUST_LOG` overrides. The
+/// persistence warnings (target `quorlock::persistence`: no AOF, `appendfsync` below `always`),
+/// which the restart grace already answers, are left to `-v`: they would otherwise come with every
+/// invocation on such masters.
 fn logging(verbose: u8) {
     let default = match verbose {
-        0 => "quorlock=warn,quorlock::health=error",
+        0 => "quorlock=warn,quorlock::persistence=error",
         1 => "quorlock=debug",
         _ => "quorlock=trace,redis=debug",
     };

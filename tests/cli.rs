@@ -1,5 +1,7 @@
 //! The `quorlock` binary against real masters: exclusion between processes, exit codes, a lost
-//! lock stopping the command, signals releasing the lock, acquire/release from scripts, status.
+//! lock stopping the command, signals releasing the lock (after the command's whole group is
+//! gone), acquire/release from scripts reaching a slow master before the exit, status, the
+//! warnings shown by default, and the restart grace on fresh masters.
 #![cfg(feature = "cli")]
 
 mod common;
@@ -28,6 +30,7 @@ fn quorlock(c: &Cluster, args: &[&str]) -> Command {
 fn quorlock_on(urls: &[String], node_timeout: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.env_remove("QUORLOCK_NODES")
+        .env_remove("RUST_LOG")
         .arg("--nodes")
         .arg(urls.join(","))
         .args(["--node-timeout", node_timeout])
@@ -310,7 +313,7 @@ async fn warnings_about_the_masters_are_shown_by_default() {
     );
 }
 
-/// Masters just started without `appendfsync always` do not vote for the restart grace, and the
+/// Masters just started without `appendfsync always` do not vote during the restart grace, and the
 /// error says why; `--restart-grace 0s` lets them vote at once.
 #[tokio::test]
 async fn fresh_masters_without_fsync_vote_only_with_no_restart_grace() {
@@ -321,7 +324,21 @@ async fn fresh_masters_without_fsync_vote_only_with_no_restart_grace() {
     })
     .await
     .expect("start masters");
-    let out = output(quorlock(&c, &["run", "--wait", "0s", "fresh", "--", "true"])).await;
+    // A grace far longer than the test: the outcome does not hang on how fast the masters started.
+    let out = output(quorlock(
+        &c,
+        &[
+            "--restart-grace",
+            "1h",
+            "run",
+            "--wait",
+            "0s",
+            "fresh",
+            "--",
+            "true",
+        ],
+    ))
+    .await;
     assert_eq!(code(&out), 75, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("without appendfsync always; vote ignored"),

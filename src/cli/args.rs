@@ -33,7 +33,7 @@ Examples:
 Exit codes:
   0-255  run: the command's own exit code; 128+N when it was killed by signal N
   64     usage error: unknown option, bad duration, missing command
-  69     release unconfirmed: too many masters unreachable to tell
+  69     release unconfirmed: too many masters unreachable to tell; demo: quorlock-chaos not found
   70     internal error: signals could not be caught, or the command's status was lost
   75     the lock was not acquired within --wait (held elsewhere, or no majority reachable)
   76     the lock was lost while the command ran, or had expired before release
@@ -44,8 +44,8 @@ const RUN_HELP: &str = "\
 The command runs in its own process group with QUORLOCK_KEY, QUORLOCK_TOKEN and
 QUORLOCK_VALIDITY_MS in its environment, and QUORLOCK_FENCE with --fence. If the lock is lost, the group gets SIGTERM, then SIGKILL
 after --grace, and quorlock exits 76. Ctrl-C, SIGTERM and SIGHUP are forwarded to the group (SIGKILL
-follows after --grace); the lock is released as soon as the command ends, and after such a stop only
-once nothing of its group is left running.
+follows after --grace, at once on a second signal); the lock is released as soon as the command ends,
+and after such a stop only once nothing of its group is left running.
 
 Examples:
   quorlock run backup -- pg_dump -f /backups/db.sql mydb
@@ -72,7 +72,7 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DURATION", value_parser = duration::parse)]
     pub restart_grace: Option<Duration>,
 
-    /// Log what quorlock does on stderr (-v: debug, -vv: trace; RUST_LOG overrides)
+    /// Log more of what quorlock does on stderr than its warnings (-v: debug, -vv: trace; RUST_LOG overrides)
     #[arg(short, long, global = true, action = ArgAction::Count)]
     pub verbose: u8,
 

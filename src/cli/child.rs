@@ -21,7 +21,7 @@ use tracing::{debug, warn};
 use crate::cli::exit::Failure;
 
 /// How often a stopped command's group is looked at while it is still running.
-const GROUP_POLL: Duration = Duration::from_millis(20);
+const GROUP_POLL: Duration = Duration::from_millis(50);
 /// How long a group may outlive its SIGKILL (a process in uninterruptible sleep) before the lock is
 /// released regardless, with a warning.
 const AFTER_KILL: Duration = Duration::from_secs(1);
@@ -112,19 +112,43 @@ impl Supervised {
     }
 }
 
-/// How many processes of process group `group` are running. Zombies (exited, not yet reaped, which
-/// a container's init may never do) do not count. Read from `/proc`; where that cannot be read,
-/// the kernel is asked whether the group has any member at all.
+/// How many processes of process group `group` are running. The kernel says whether the group has
+/// any member at all; only when it has are they looked up in `/proc`, where zombies (exited, not yet
+/// reaped, which a container's init may never do) do not count. Members the kernel knows of but
+/// `/proc` does not show (another user's, under `hidepid`) count as running.
 fn running_in_group(group: Pid) -> usize {
+    if killpg(group, None) == Err(Errno::ESRCH) {
+        return 0;
+    }
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return usize::from(killpg(group, None).is_ok());
+        return 1;
     };
-    entries
+    let (mut seen, mut running) = (0, 0);
+    for stat in entries
         .filter_map(Result::ok)
-        .filter(|entry| entry.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
         .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
-        .filter(|stat| matches!(group_and_state(stat), Some((pgrp, state)) if pgrp == group.as_raw() && state != 'Z' && state != 'X'))
-        .count()
+    {
+        if let Some((pgrp, state)) = group_and_state(&stat) {
+            if pgrp == group.as_raw() {
+                seen += 1;
+                if state != 'Z' && state != 'X' {
+                    running += 1;
+                }
+            }
+        }
+    }
+    if seen == 0 {
+        1
+    } else {
+        running
+    }
 }
 
 /// The process group and state of a `/proc/PID/stat` line: `pid (comm) state ppid pgrp ...`, where

@@ -2,8 +2,10 @@
 //!
 //! Masters come from `--nodes`, else from `QUORLOCK_NODES` (clap reads both), else the command
 //! fails with a configuration error that says how to give them. `--wait` is the only bound on
-//! how long an acquire keeps trying: the attempt count is lifted so a long wait is honoured.
+//! how long an acquire keeps trying: the attempt count is lifted so a long wait is honoured. Every
+//! command settles its client before it returns (`Masters::with_client`).
 
+use std::future::Future;
 use std::time::Duration;
 
 use quorlock::{AcquireError, Guard, Quorlock};
@@ -64,6 +66,24 @@ impl Masters {
             builder = builder.restart_grace(grace);
         }
         Ok(builder.build().await?)
+    }
+
+    /// Connects, runs `work` with the client, then waits for the lock traffic it left to tasks
+    /// (the slower masters' share of an acquire or a release, the release of a failed or abandoned
+    /// round: see [`Quorlock::settle`]) whatever the outcome, so the process exits with none of it
+    /// cut off.
+    ///
+    /// # Errors
+    /// As [`Masters::connect`], or `work`'s failure.
+    pub async fn with_client<T, F, Fut>(&self, wait: Duration, work: F) -> Result<T, Failure>
+    where
+        F: FnOnce(Quorlock) -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let locks = self.connect(wait).await?;
+        let outcome = work(locks.clone()).await;
+        locks.settle().await;
+        outcome
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::io::IsTerminal;
 
-use quorlock::Guard;
+use quorlock::{Guard, Quorlock};
 use serde_json::json;
 
 use crate::cli::args::{AcquireArgs, ReleaseArgs};
@@ -20,12 +20,15 @@ use crate::cli::signals::Signals;
 /// # Errors
 /// Not acquired within `--wait` (75), interrupted (128 + signal), or a configuration error.
 pub async fn acquire(args: AcquireArgs, masters: &Masters, signals: &mut Signals) -> Result<u8, Failure> {
-    let locks = masters.connect(args.lock.wait).await?;
+    masters
+        .with_client(args.lock.wait, |locks| acquire_with(locks, args, signals))
+        .await
+}
+
+async fn acquire_with(locks: Quorlock, args: AcquireArgs, signals: &mut Signals) -> Result<u8, Failure> {
     let guard = tokio::select! {
         acquired = take(&locks, &args.key, args.lock.ttl, args.lock.fence) => acquired?,
         signal = signals.recv() => {
-            // The abandoned round releases what it took from a task; let it reach the masters.
-            locks.settle().await;
             return Err(Failure::new(
                 exit::signaled(signal as i32),
                 format!("{signal} while waiting for the lock on {:?}", args.key),
@@ -57,14 +60,12 @@ pub async fn acquire(args: AcquireArgs, masters: &Masters, signals: &mut Signals
         );
     }
     keep_held(guard);
-    // The round returned at the quorum: let its requests to the slower masters land too.
-    locks.settle().await;
     Ok(OK)
 }
 
 /// Leaves the lock on the masters when this process exits: a guard releases on drop, and here the
-/// release belongs to a later `quorlock release`. The process ends right after, so nothing leaks
-/// for long.
+/// release belongs to a later `quorlock release`. Nothing else of the guard is left: the process
+/// only settles (the round's requests to the slower masters) and ends.
 fn keep_held(guard: Guard) {
     std::mem::forget(guard);
 }
@@ -75,11 +76,11 @@ fn keep_held(guard: Guard) {
 /// Not held by this token on a majority (76: it had expired, or the token is wrong), unconfirmed
 /// (69: too many masters unreachable), or a configuration error.
 pub async fn release(args: ReleaseArgs, masters: &Masters) -> Result<u8, Failure> {
-    let locks = masters.connect(std::time::Duration::ZERO).await?;
-    let released = locks.release_token(&args.key, &args.token).await;
-    // It returns once a majority confirmed; the slower masters' part finishes before the exit.
-    locks.settle().await;
-    let released = released?;
-    tracing::debug!(held = released.held, masters = released.masters, "lock released");
-    Ok(OK)
+    masters
+        .with_client(std::time::Duration::ZERO, |locks| async move {
+            let released = locks.release_token(&args.key, &args.token).await?;
+            tracing::debug!(held = released.held, masters = released.masters, "lock released");
+            Ok(OK)
+        })
+        .await
 }

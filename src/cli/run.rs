@@ -32,17 +32,14 @@ use crate::cli::signals::Signals;
 /// A [`Failure`] carrying the exit code: not acquired (75), lost (76), cannot run the command
 /// (126/127), interrupted while waiting (128 + signal), or a configuration error.
 pub async fn run(args: RunArgs, masters: &Masters, signals: &mut Signals) -> Result<u8, Failure> {
-    let locks = masters.connect(args.lock.wait).await?;
-    let outcome = run_with(&locks, args, signals).await;
-    // The release returns once a majority confirmed it, and an abandoned acquire releases from a
-    // task: let the rest reach the slower masters before the process exits.
-    locks.settle().await;
-    outcome
+    masters
+        .with_client(args.lock.wait, |locks| run_with(locks, args, signals))
+        .await
 }
 
-async fn run_with(locks: &Quorlock, args: RunArgs, signals: &mut Signals) -> Result<u8, Failure> {
+async fn run_with(locks: Quorlock, args: RunArgs, signals: &mut Signals) -> Result<u8, Failure> {
     let guard = tokio::select! {
-        acquired = take(locks, &args.key, args.lock.ttl, args.lock.fence) => acquired?,
+        acquired = take(&locks, &args.key, args.lock.ttl, args.lock.fence) => acquired?,
         signal = signals.recv() => {
             return Err(Failure::new(
                 exit::signaled(signal as i32),
@@ -101,8 +98,15 @@ async fn supervise(command: &mut Supervised, guard: &Guard, signals: &mut Signal
             }
             status = command.wait() => {
                 if let Some(kill_at) = stopping {
-                    // What the command started may outlive it: not past the release.
-                    command.clear_group(kill_at).await;
+                    // What the command started may outlive it: not past the release. A second stop
+                    // signal meanwhile kills the group at once.
+                    tokio::select! {
+                        () = command.clear_group(kill_at) => {}
+                        signal = signals.recv() => {
+                            debug!(%signal, "stopped again; killing the command's group now");
+                            command.clear_group(Instant::now()).await;
+                        }
+                    }
                 }
                 return match status {
                     // The lock may have run out while the command was finishing.
