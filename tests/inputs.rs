@@ -1,4 +1,5 @@
-//! Bad input, rejected with a typed error that names it, before anything reaches a master.
+//! Bad input, rejected with a typed error that names it: before anything reaches a master, or at
+//! `build()` from what the masters answer (credentials, one server under two names).
 
 mod common;
 
@@ -37,6 +38,7 @@ async fn an_invalid_url_is_named_without_its_password() {
         ("redis://127.0.0.1:70000", "invalid port number"),
         ("redis://127.0.0.1:0", "port 0"),
         ("not-a-url", "not a URL"),
+        ("localhost:6379", "not a URL"),
         ("redis://:6379", "empty host"),
     ] {
         let err = Quorlock::builder().node(url).build().await.expect_err("bad URL");
