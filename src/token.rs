@@ -23,14 +23,27 @@ pub(crate) fn new_token() -> Result<Arc<str>, AcquireError> {
     rand::rngs::OsRng
         .try_fill_bytes(&mut bytes)
         .map_err(|e| AcquireError::Rng(e.to_string()))?;
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = [0u8; 32];
-    for (pair, b) in hex.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = HEX[usize::from(b >> 4)];
-        pair[1] = HEX[usize::from(b & 0x0f)];
+    Ok(Arc::from(Hex::of(u128::from_be_bytes(bytes)).as_str()))
+}
+
+/// 128 bits as 32 lowercase hex digits, written on the stack: every identity's text form.
+pub(crate) struct Hex([u8; 32]);
+
+impl Hex {
+    pub(crate) fn of(bits: u128) -> Self {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = [0u8; 32];
+        for (i, digit) in hex.iter_mut().enumerate() {
+            let nibble = (bits >> (4 * (31 - i))) & 0xf;
+            *digit = DIGITS[nibble as usize];
+        }
+        Self(hex)
     }
-    let token = std::str::from_utf8(&hex).map_err(|e| AcquireError::Rng(e.to_string()))?;
-    Ok(Arc::from(token))
+
+    pub(crate) fn as_str(&self) -> &str {
+        // Only ASCII digits and letters were written.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
 }
 
 /// 128 random bits for an identity made by an infallible constructor (a lock owner, a ticket).
@@ -61,6 +74,14 @@ mod tests {
             assert_eq!(t.len(), 32);
             assert!(t.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
         }
+    }
+
+    #[test]
+    fn hex_is_the_bits_in_order_with_leading_zeros() {
+        assert_eq!(Hex::of(0).as_str(), "0".repeat(32));
+        assert_eq!(Hex::of(0xabc).as_str(), format!("{:032x}", 0xabc));
+        let bits = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210_u128;
+        assert_eq!(Hex::of(bits).as_str(), format!("{bits:032x}"));
     }
 
     #[test]

@@ -36,7 +36,7 @@ use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::guard::Guard;
 use crate::node::EXTEND_SCRIPT;
 use crate::ops::LockOps;
-use crate::token::new_token;
+use crate::token::{fresh_id, new_token, Hex};
 use crate::wait::Waiter;
 use crate::Quorlock;
 
@@ -72,10 +72,9 @@ impl Ticket {
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .unwrap_or_default();
-        let bits = crate::token::fresh_id();
         Self {
             at_ms,
-            id: format!("{bits:032x}"),
+            id: Hex::of(fresh_id()).as_str().to_owned(),
         }
     }
 

@@ -24,7 +24,7 @@ use crate::core::{quorum, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::guard::Guard;
 use crate::ops::LockOps;
-use crate::token::new_token;
+use crate::token::{fresh_id, new_token, Hex};
 use crate::Quorlock;
 
 const ACQUIRE_SCRIPT: &str = include_str!("../scripts/reentrant_acquire.lua");
@@ -41,8 +41,7 @@ pub struct LockOwner(Arc<str>);
 impl LockOwner {
     /// A fresh owner with a random 128-bit identity.
     pub fn new() -> Self {
-        let bits = crate::token::fresh_id();
-        Self(Arc::from(format!("{bits:032x}")))
+        Self(Arc::from(Hex::of(fresh_id()).as_str()))
     }
 
     /// The owner's identity as stored on the masters.
