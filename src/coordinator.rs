@@ -425,9 +425,9 @@ impl Inner {
     /// Releases what a failed round may have taken, before its error is returned: on the masters
     /// whose request may still land (`in_flight`, or failed as unreachable) from a task, as their
     /// `SET`, if it lands, is ordered before the release on the same connection; on the others at
-    /// once. A master whose
-    /// release meets a key of another type is recorded in `failures` as such (the round saw it as
-    /// held), so the error names it and is not retried; `failures` ends up sorted by master.
+    /// once. A master whose release meets a key of another type is recorded in `failures` as such
+    /// (the round saw it as held), so the error names it and is not retried; `failures` ends up
+    /// sorted by master.
     pub(crate) async fn release_failed(
         self: &Arc<Self>,
         ops: &Arc<dyn LockOps>,

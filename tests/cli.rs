@@ -324,41 +324,30 @@ async fn fresh_masters_without_fsync_vote_only_with_no_restart_grace() {
     })
     .await
     .expect("start masters");
+    let run = |grace| {
+        quorlock(
+            &c,
+            &[
+                "--restart-grace",
+                grace,
+                "run",
+                "--wait",
+                "0s",
+                "fresh",
+                "--",
+                "true",
+            ],
+        )
+    };
     // A grace far longer than the test: the outcome does not hang on how fast the masters started.
-    let out = output(quorlock(
-        &c,
-        &[
-            "--restart-grace",
-            "1h",
-            "run",
-            "--wait",
-            "0s",
-            "fresh",
-            "--",
-            "true",
-        ],
-    ))
-    .await;
+    let out = output(run("1h")).await;
     assert_eq!(code(&out), 75, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("without appendfsync always; vote ignored"),
         "{}",
         stderr(&out)
     );
-    let out = output(quorlock(
-        &c,
-        &[
-            "--restart-grace",
-            "0s",
-            "run",
-            "--wait",
-            "0s",
-            "fresh",
-            "--",
-            "true",
-        ],
-    ))
-    .await;
+    let out = output(run("0s")).await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
 

@@ -96,13 +96,11 @@ async fn a_key_of_another_type_fails_a_fenced_acquire_at_once_and_leaves_no_key(
         .await
         .expect_err("a list is not a lock");
     assert!(!err.is_retryable(), "{err}");
-    let wrong: Vec<usize> = err
-        .failures()
-        .iter()
-        .filter(|f| f.kind == NodeErrorKind::WrongType)
-        .map(|f| f.node)
-        .collect();
-    assert_eq!(wrong, vec![0, 1], "{err}");
+    assert_eq!(
+        common::failed_with(&err, &NodeErrorKind::WrongType),
+        [0, 1],
+        "{err}"
+    );
     locks.settle().await;
     let mut conn = c.client(2).await.expect("connect");
     let left: Option<String> = conn.get("ledger").await.expect("GET");

@@ -297,13 +297,11 @@ async fn a_key_of_another_type_is_an_error_for_that_master_and_is_left_alone() {
         !err.is_retryable(),
         "a wrong type does not heal by waiting: {err}"
     );
-    let wrong: Vec<usize> = err
-        .failures()
-        .iter()
-        .filter(|f| f.kind == NodeErrorKind::WrongType)
-        .map(|f| f.node)
-        .collect();
-    assert_eq!(wrong, vec![0, 1], "{err}");
+    assert_eq!(
+        common::failed_with(&err, &NodeErrorKind::WrongType),
+        [0, 1],
+        "{err}"
+    );
     assert!(err.to_string().contains("WRONGTYPE"), "{err}");
     // The hashes survive, and our partial key on master 2 is gone.
     for i in 0..2 {

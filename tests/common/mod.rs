@@ -115,6 +115,15 @@ pub fn timeouts(err: &quorlock::AcquireError) -> usize {
         .count()
 }
 
+/// The masters whose failure in a failed acquire was `kind`, in order.
+pub fn failed_with(err: &quorlock::AcquireError, kind: &quorlock::NodeErrorKind) -> Vec<usize> {
+    err.failures()
+        .iter()
+        .filter(|f| f.kind == *kind)
+        .map(|f| f.node)
+        .collect()
+}
+
 /// An acquire of one kind on a resource, by a fresh owner where the kind has owners.
 pub type Acquire = fn(Quorlock, &'static str) -> BoxFuture<'static, Result<Guard, AcquireError>>;
 
