@@ -17,6 +17,9 @@ use cli::args::Cli;
 use cli::exit::{OK, SOFTWARE, USAGE};
 
 fn main() -> ExitCode {
+    if let Some(code) = cli::tether::main_if_tethered() {
+        return ExitCode::from(code);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return ExitCode::from(usage(&err)),

@@ -398,6 +398,44 @@ async fn a_background_job_that_ignores_the_stop_is_killed_before_the_release() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// quorlock killed by SIGKILL can neither renew nor release: the command, the job it left in the
+/// background and its foreground child must all stop with it, not run on without the lock.
+#[tokio::test]
+async fn the_command_and_its_children_die_with_a_killed_quorlock() {
+    let c = cluster(3).await;
+    let dir = temp_dir("tether");
+    // Not `shell`: its `cd ... &&` would go to the background with the job.
+    let script = format!(
+        "cd '{}' || exit 1; sleep 60 & echo $! > job.tmp; mv job.tmp job; echo $$ > shell.tmp; mv shell.tmp shell; sleep 60; echo ran-on > after",
+        dir.display()
+    );
+    let mut run = quorlock(&c, &["run", "--ttl", "60s", "tether", "--", "sh", "-c", &script])
+        .spawn()
+        .expect("spawn quorlock");
+    let started = eventually(LIMIT, || async {
+        dir.join("job").exists() && dir.join("shell").exists()
+    })
+    .await;
+    assert!(started, "the command never started");
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name))
+            .expect("pid file")
+            .trim()
+            .to_owned()
+    };
+    let (job, shell_pid) = (read("job"), read("shell"));
+    assert!(running(&job) && running(&shell_pid), "the command is running");
+    run.start_kill().expect("SIGKILL quorlock");
+    run.wait().await.expect("quorlock killed");
+    let gone = eventually(LIMIT, || async { !running(&job) && !running(&shell_pid) }).await;
+    assert!(gone, "the command or its background job outlived quorlock");
+    assert!(
+        !dir.join("after").exists(),
+        "the command went on after quorlock died"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[tokio::test]
 async fn acquire_release_and_status_with_one_master_down() {
     let mut c = cluster(3).await;

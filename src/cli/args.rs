@@ -45,7 +45,8 @@ The command runs in its own process group with QUORLOCK_KEY, QUORLOCK_TOKEN and
 QUORLOCK_VALIDITY_MS in its environment, and QUORLOCK_FENCE with --fence. If the lock is lost, the group gets SIGTERM, then SIGKILL
 after --grace, and quorlock exits 76. Ctrl-C, SIGTERM and SIGHUP are forwarded to the group (SIGKILL
 follows after --grace, at once on a second signal); the lock is released as soon as the command ends,
-and after such a stop only once nothing of its group is left running.
+and after such a stop only once nothing of its group is left running. If quorlock itself is killed
+(kill -9, the OOM killer), the group gets SIGKILL: nothing runs on without the lock.
 
 Examples:
   quorlock run backup -- pg_dump -f /backups/db.sql mydb

@@ -5,9 +5,12 @@
 //! signal goes to the whole group. A member may outlive the command itself (a background job that
 //! ignores the signal, as `sh` makes its `&` jobs ignore SIGINT): after a stop, the lock is only
 //! released once the whole group is gone, SIGKILLed at the end of the grace period if need be.
+//! The group is led by quorlock's own tether (see `tether`), which starts the command in it and
+//! kills the group if quorlock dies.
 
 use std::ffi::OsString;
 use std::io;
+use std::path::Path;
 use std::process::ExitStatus;
 use std::time::Duration;
 
@@ -19,6 +22,10 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::cli::exit::Failure;
+use crate::cli::tether;
+
+/// This program, for starting the command through it.
+const SELF: &str = "/proc/self/exe";
 
 /// How often a stopped command's group is looked at while it is still running.
 const GROUP_POLL: Duration = Duration::from_millis(50);
@@ -36,7 +43,8 @@ pub struct Supervised {
 /// Starts `command` (program and arguments) with `env` added to quorlock's environment.
 ///
 /// # Errors
-/// A failure with exit code 127 when the program is not found, 126 when it cannot be executed.
+/// A failure with exit code 127 when the program is not found, 126 when it cannot be executed. When
+/// it is started through the tether, the tether reports these the same way, as the command's exit.
 pub fn spawn(command: &[OsString], env: &[(&str, String)]) -> Result<Supervised, Failure> {
     let Some((program, args)) = command.split_first() else {
         return Err(Failure::new(
@@ -44,14 +52,23 @@ pub fn spawn(command: &[OsString], env: &[(&str, String)]) -> Result<Supervised,
             "no command given after the key",
         ));
     };
-    let mut cmd = Command::new(program);
-    cmd.args(args).process_group(0);
+    // Through quorlock itself (see `tether`), so that the command does not outlive quorlock; straight
+    // when this system has no `/proc/self/exe` to start it from.
+    let (mut cmd, started) = if Path::new(SELF).exists() {
+        let mut cmd = Command::new(SELF);
+        cmd.arg0("quorlock").args(tether::arguments(command));
+        (cmd, SELF.into())
+    } else {
+        warn!("no {SELF}: the command is not stopped if quorlock is killed");
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        (cmd, program.to_string_lossy())
+    };
+    cmd.process_group(0);
     for (name, value) in env {
         cmd.env(name, value);
     }
-    let child = cmd
-        .spawn()
-        .map_err(|e| Failure::spawn(&program.to_string_lossy(), &e))?;
+    let child = cmd.spawn().map_err(|e| Failure::spawn(&started, &e))?;
     let pid = child.id().and_then(|id| i32::try_from(id).ok()).ok_or_else(|| {
         Failure::new(
             crate::cli::exit::SOFTWARE,

@@ -5,6 +5,8 @@
 //! - `exit`: the documented exit codes and the one-line failure;
 //! - `signals`: the stop signals caught and forwarded;
 //! - `child`: the command, in its own process group;
+//! - `tether`: the process between quorlock and the command, which kills the command's group if
+//!   quorlock dies;
 //! - `run`: `quorlock run`, the command under the lock;
 //! - `handoff`: `quorlock acquire` / `quorlock release` for scripts;
 //! - `status`: `quorlock status`;
@@ -20,6 +22,7 @@ pub mod handoff;
 pub mod run;
 pub mod signals;
 pub mod status;
+pub mod tether;
 
 use args::{Cli, Command};
 use connect::Masters;
