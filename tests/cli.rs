@@ -479,6 +479,13 @@ async fn acquire_release_and_status_with_one_master_down() {
     let state = status_json(&c, "steps").await;
     assert_eq!(state["held"], false, "{state}");
     assert_eq!(state["nodes"][up[0]]["token"], Value::Null, "{state}");
+
+    // With a majority down the state is still printed, but the exit says it is partial.
+    c.kill(up[1]).expect("kill");
+    let out = output(quorlock(&c, &["status", "--json", "steps"])).await;
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    let state: Value = serde_json::from_slice(&out.stdout).expect("status --json prints JSON");
+    assert_eq!(state["reachable"], 1, "{state}");
 }
 
 #[tokio::test]

@@ -33,7 +33,8 @@ Examples:
 Exit codes:
   0-255  run: the command's own exit code; 128+N when it was killed by signal N
   64     usage error: unknown option, bad duration, missing command
-  69     release unconfirmed: too many masters unreachable to tell; demo: quorlock-chaos not found
+  69     release unconfirmed, or status partial: fewer than a majority of masters answered;
+         demo: quorlock-chaos not found
   70     internal error: signals could not be caught, or the command's status was lost
   75     the lock was not acquired within --wait (held elsewhere, or no majority reachable)
   76     the lock was lost while the command ran, or had expired before release

@@ -12,9 +12,11 @@ use serde_json::{json, Value};
 use crate::cli::args::StatusArgs;
 use crate::cli::connect::Masters;
 use crate::cli::duration::show;
-use crate::cli::exit::{Failure, OK, USAGE};
+use crate::cli::exit::{Failure, OK, UNAVAILABLE, USAGE};
 
-/// Prints the lock's state as a table, or as one JSON object with `--json`.
+/// Prints the lock's state as a table, or as one JSON object with `--json`, and returns 0, or 69
+/// when fewer than a majority of the masters answered (the state printed is then partial, and no
+/// lock can be taken).
 ///
 /// # Errors
 /// A configuration error, or an empty key.
@@ -29,7 +31,11 @@ pub async fn status(args: StatusArgs, masters: &Masters) -> Result<u8, Failure> 
     } else {
         print!("{}", to_table(&inspection));
     }
-    Ok(OK)
+    Ok(if inspection.reachable() < inspection.quorum {
+        UNAVAILABLE
+    } else {
+        OK
+    })
 }
 
 /// The headline verdict.
