@@ -511,6 +511,19 @@ async fn usage_and_config_errors_have_their_own_codes() {
         stderr(&out)
     );
     assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
+    // A zero TTL or node timeout is a bad flag like any other, refused before any master is asked.
+    for flags in [["--ttl", "0s"], ["--node-timeout", "0ms"]] {
+        let out = output({
+            let mut cmd = Command::new(BIN);
+            cmd.args(["--nodes", "redis://127.0.0.1:1", "acquire"])
+                .args(flags)
+                .arg("k");
+            cmd
+        })
+        .await;
+        assert_eq!(code(&out), 64, "{flags:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("greater than zero"), "{}", stderr(&out));
+    }
 }
 
 #[tokio::test]

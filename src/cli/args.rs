@@ -63,7 +63,7 @@ pub struct Cli {
     pub nodes: Option<String>,
 
     /// Bound on each request to one master; a slower master counts as a no [default: 50ms]
-    #[arg(long, global = true, value_name = "DURATION", value_parser = duration::parse)]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = duration::positive)]
     pub node_timeout: Option<Duration>,
 
     /// Ignore votes of a master restarted this recently without appendfsync always [default: the TTL]
@@ -104,7 +104,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct LockArgs {
     /// Lifetime of the lock on the masters
-    #[arg(long, value_name = "DURATION", default_value = DEFAULT_TTL, value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_TTL, value_parser = duration::positive)]
     pub ttl: Duration,
 
     /// How long to keep trying while the lock is held elsewhere (0s: one attempt)

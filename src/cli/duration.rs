@@ -43,6 +43,17 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// As [`parse`], for a duration that must not be zero (a TTL, a node timeout).
+///
+/// # Errors
+/// As [`parse`], and a message naming `text` when it adds up to zero.
+pub fn positive(text: &str) -> Result<Duration, String> {
+    match parse(text)? {
+        Duration::ZERO => Err(format!("invalid duration {text:?}: must be greater than zero")),
+        d => Ok(d),
+    }
+}
+
 /// Formats a duration the way people read it: `950ms`, `12.3s`, `4m05s`.
 pub fn show(d: Duration) -> String {
     let ms = d.as_millis();
@@ -59,6 +70,14 @@ pub fn show(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_positive_duration_is_not_zero() {
+        assert_eq!(positive("1ms"), Ok(Duration::from_millis(1)));
+        assert!(positive("0s").is_err_and(|e| e.contains("\"0s\"") && e.contains("greater than zero")));
+        assert!(positive("0m0ms").is_err());
+        assert!(positive("5").is_err(), "still a duration first");
+    }
 
     #[test]
     fn single_units() {
