@@ -11,8 +11,9 @@
 //! - starts the command, which inherits the group, the environment and the standard streams, and
 //!   gets the default signal mask;
 //! - catches the stop signals quorlock forwards to the group (they are for the command), and exits
-//!   as the command did: with its code, killed by the same signal where it can be (SIGKILL, a
-//!   crash), else with `128 + N`, which quorlock turns into the same exit code.
+//!   as the command did: with its code, killed by the same signal where it can be (SIGKILL, and
+//!   any signal this process has no handler for), else with `128 + N`, which quorlock turns into
+//!   the same exit code.
 //!
 //! Nothing here needs `unsafe`: the parent-death signal is set in the process itself, not between
 //! `fork` and `exec`, and checked against the parent's process id so that a parent that died before
