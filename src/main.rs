@@ -6,6 +6,7 @@
 
 mod cli;
 
+use std::future::Future;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -14,31 +15,44 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 use cli::args::Cli;
-use cli::exit::{OK, SOFTWARE, USAGE};
+use cli::exit::{Failure, OK, SOFTWARE, USAGE};
 
 fn main() -> ExitCode {
-    if let Some(code) = cli::tether::main_if_tethered() {
-        return ExitCode::from(code);
+    if let Some(tethered) = cli::tether::requested() {
+        return match tethered {
+            Ok(tethered) => block_on(tethered.run()),
+            Err(failure) => fail(&failure),
+        };
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return ExitCode::from(usage(&err)),
     };
     logging(cli.verbose);
+    block_on(cli::dispatch(cli))
+}
+
+/// Runs `work` on a single-threaded runtime and turns its result into the exit code.
+fn block_on(work: impl Future<Output = Result<u8, Failure>>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("quorlock: cannot start the async runtime: {err}");
-            return ExitCode::from(SOFTWARE);
+            return fail(&Failure::new(
+                SOFTWARE,
+                format!("cannot start the async runtime: {err}"),
+            ))
         }
     };
-    match runtime.block_on(cli::dispatch(cli)) {
+    match runtime.block_on(work) {
         Ok(code) => ExitCode::from(code),
-        Err(failure) => {
-            eprintln!("quorlock: {failure}");
-            ExitCode::from(failure.code)
-        }
+        Err(failure) => fail(&failure),
     }
+}
+
+/// Prints `failure` as one line and returns its exit code.
+fn fail(failure: &Failure) -> ExitCode {
+    eprintln!("quorlock: {failure}");
+    ExitCode::from(failure.code)
 }
 
 /// Prints help or version as asked, or a parse error as one line, and returns the exit code.

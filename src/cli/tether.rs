@@ -46,9 +46,17 @@ pub fn arguments(command: &[OsString]) -> Vec<OsString> {
     args
 }
 
-/// When this process was started as the process between quorlock and a command: runs the command
-/// and returns its exit code. `None` for any other command line.
-pub fn main_if_tethered() -> Option<u8> {
+/// The command line of the process between quorlock and a command.
+#[derive(Debug)]
+pub struct Tethered {
+    parent: Pid,
+    program: OsString,
+    args: Vec<OsString>,
+}
+
+/// `Some` when this process was started as the process between quorlock and a command: what to run,
+/// or a usage failure for a malformed command line. `None` for any other command line.
+pub fn requested() -> Option<Result<Tethered, Failure>> {
     let mut args = std::env::args_os().skip(1);
     if args.next()? != ARG {
         return None;
@@ -57,24 +65,28 @@ pub fn main_if_tethered() -> Option<u8> {
         .next()
         .and_then(|pid| pid.to_str()?.parse::<i32>().ok())
         .filter(|pid| *pid > 0);
-    let command: Vec<OsString> = args.collect();
-    let (Some(parent), Some((program, args))) = (parent, command.split_first()) else {
-        eprintln!("quorlock: {ARG} is for quorlock's own use: {ARG} PARENT-PID PROGRAM [ARGS...]");
-        return Some(USAGE);
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
-    Some(match runtime {
-        Ok(runtime) => runtime
-            .block_on(tethered(Pid::from_raw(parent), program, args))
-            .unwrap_or_else(|failure| {
-                eprintln!("quorlock: {failure}");
-                failure.code
-            }),
-        Err(err) => {
-            eprintln!("quorlock: cannot start the async runtime: {err}");
-            SOFTWARE
-        }
+    let program = args.next();
+    Some(match (parent, program) {
+        (Some(parent), Some(program)) => Ok(Tethered {
+            parent: Pid::from_raw(parent),
+            program,
+            args: args.collect(),
+        }),
+        _ => Err(Failure::new(
+            USAGE,
+            format!("{ARG} is for quorlock's own use: {ARG} PARENT-PID PROGRAM [ARGS...]"),
+        )),
     })
+}
+
+impl Tethered {
+    /// Runs the command and returns the exit code to end with.
+    ///
+    /// # Errors
+    /// The command could not be started (126, 127), or signals could not be caught (70).
+    pub async fn run(self) -> Result<u8, Failure> {
+        tethered(self.parent, &self.program, &self.args).await
+    }
 }
 
 /// Runs `program` until it exits, or kills its group once `parent` is gone.
