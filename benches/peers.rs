@@ -8,8 +8,9 @@
 //!    in a shuffled order);
 //! 2. the same at N = 5 with one and with two masters SIGSTOPped (peers get a bounded number of
 //!    samples, each bounded in time: they may take seconds, or hang);
-//! 3. throughput: 256 tasks on distinct keys for a fixed time; acquisitions/s and process CPU time
-//!    (`getrusage`) per acquisition;
+//! 3. throughput: 256 tasks on distinct keys for a fixed time; acquisitions/s, and CPU time per
+//!    acquisition of this process (`getrusage`) and of the masters (`/proc/PID/stat`), from which
+//!    it estimates the ceiling of any client that releases by a compare-and-delete script;
 //! 4. contended hand-off on one key with 16 waiters, each library with its own retry loop: time from
 //!    the start of a release to the next acquisition;
 //! 5. memory per held lock: RSS growth over 10,000 held locks, each extended once, measured in a
@@ -385,7 +386,12 @@ async fn row3(args: &Args) -> Vec<Json> {
         .into_iter()
         .filter(|l| args.lib(l.name()))
         .collect();
-    let mut passes_of: Vec<Vec<(f64, Duration, usize)>> = vec![Vec::new(); libs.len()];
+    // Every master's, or none (then the masters' CPU is not reported).
+    let pids: Vec<u32> = (0..n)
+        .map(|i| cluster.pid(i))
+        .collect::<Option<_>>()
+        .unwrap_or_default();
+    let mut passes_of: Vec<Vec<Pass>> = vec![Vec::new(); libs.len()];
     for pass in 0..passes {
         for (i, &lib) in libs.iter().enumerate() {
             eprintln!(
@@ -393,29 +399,32 @@ async fn row3(args: &Args) -> Vec<Json> {
                 pass + 1,
                 lib.name()
             );
-            passes_of[i].push(throughput_pass(&clients, lib, phase).await);
+            passes_of[i].push(throughput_pass(&clients, &pids, lib, phase).await);
         }
     }
     // Pass by pass, in the order they ran: neighbouring passes share the machine's state.
     let rates_of = |l: Lib| -> Vec<f64> {
         libs.iter()
             .position(|x| *x == l)
-            .map(|i| passes_of[i].iter().map(|p| p.0).collect())
+            .map(|i| passes_of[i].iter().map(|p| p.rate).collect())
             .unwrap_or_default()
     };
     let vs_rslock = paired(&rates_of(Lib::Quorlock), &rates_of(Lib::Rslock));
     let vs_script = paired(&rates_of(Lib::Quorlock), &rates_of(Lib::ScriptFloor));
-    let results: Vec<(Lib, f64, Duration, usize)> = libs
+    // Each library's median pass by rate.
+    let results: Vec<(Lib, Pass)> = libs
         .iter()
         .zip(passes_of)
         .map(|(&lib, mut runs)| {
-            runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let (rate, cpu, failed) = runs[runs.len() / 2];
-            (lib, rate, cpu, failed)
+            runs.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+            (lib, runs[runs.len() / 2])
         })
         .collect();
-    let floor_rate = results.first().map_or(f64::NAN, |r| r.1);
-    let floor_cpu = results.first().map_or(Duration::ZERO, |r| r.2);
+    let result_of = |l: Lib| results.iter().find(|r| r.0 == l).map(|r| r.1);
+    let floor = result_of(Lib::Floor);
+    let floor_rate = floor.map_or(f64::NAN, |f| f.rate);
+    let floor_cpu = floor.map_or(Duration::ZERO, |f| f.cpu);
+    let ceiling = script_ceiling(floor, result_of(Lib::ScriptFloor));
     let mut cells = vec![Json::object()
         .str("paired_ratios", "pass by pass")
         .num("quorlock_vs_rslock_median", vs_rslock.0)
@@ -423,9 +432,15 @@ async fn row3(args: &Args) -> Vec<Json> {
         .num("quorlock_vs_rslock_max", vs_rslock.2)
         .num("quorlock_vs_script_floor_median", vs_script.0)
         .num("quorlock_vs_script_floor_min", vs_script.1)
-        .num("quorlock_vs_script_floor_max", vs_script.2)];
+        .num("quorlock_vs_script_floor_max", vs_script.2)
+        .num("cores", cores() as f64)
+        .num("script_release_ceiling_vs_floor", ceiling.unwrap_or(f64::NAN))];
     let mut rows = Vec::new();
-    for (lib, rate, cpu, failed) in &results {
+    for (lib, pass) in &results {
+        let masters_us = pass.masters_cpu.map_or(f64::NAN, common::micros);
+        let busy = pass
+            .masters_cpu
+            .map_or(f64::NAN, |m| pass.rate * (pass.cpu + m).as_secs_f64());
         cells.push(
             Json::object()
                 .str("library", lib.name())
@@ -433,28 +448,31 @@ async fn row3(args: &Args) -> Vec<Json> {
                 .num("tasks", TASKS as f64)
                 .num("seconds", phase.as_secs_f64())
                 .num("passes", passes as f64)
-                .num("acquisitions_per_s", *rate)
-                .num("vs_floor", rate / floor_rate)
-                .num("cpu_us_per_acquisition", common::micros(*cpu))
-                .num("cpu_vs_floor", ratio(*cpu, floor_cpu))
-                .num("failed_attempts", *failed as f64),
+                .num("acquisitions_per_s", pass.rate)
+                .num("vs_floor", pass.rate / floor_rate)
+                .num("cpu_us_per_acquisition", common::micros(pass.cpu))
+                .num("cpu_vs_floor", ratio(pass.cpu, floor_cpu))
+                .num("masters_cpu_us_per_acquisition", masters_us)
+                .num("cores_busy", busy)
+                .num("failed_attempts", pass.failed as f64),
         );
         rows.push(vec![
             lib.name().to_owned(),
-            format!("{rate:.0}"),
-            format!("{:.2}×", rate / floor_rate),
-            format!("{:.1} µs", common::micros(*cpu)),
-            format!("{:.2}×", ratio(*cpu, floor_cpu)),
-            failed.to_string(),
+            format!("{:.0}", pass.rate),
+            format!("{:.2}×", pass.rate / floor_rate),
+            format!("{:.1} µs", common::micros(pass.cpu)),
+            format!("{:.2}×", ratio(pass.cpu, floor_cpu)),
+            format!("{masters_us:.1} µs"),
+            format!("{busy:.2}"),
+            pass.failed.to_string(),
         ]);
     }
-    let rate_of = |l: Lib| results.iter().find(|r| r.0 == l).map(|r| r.1);
     if !args.json {
         // Only the comparisons whose libraries both ran (`--only` may leave some out).
         let compared: Vec<String> = [("rslock", Lib::Rslock, vs_rslock), ("script floor", Lib::ScriptFloor, vs_script)]
             .into_iter()
             .filter_map(|(name, other, (median, min, max))| {
-                let ratio = rate_of(Lib::Quorlock)? / rate_of(other)?;
+                let ratio = result_of(Lib::Quorlock)?.rate / result_of(other)?.rate;
                 Some(format!(
                     "quorlock / {name} = {ratio:.2}×, pass by pass median {median:.2}× (range {min:.2}-{max:.2}×)"
                 ))
@@ -476,12 +494,37 @@ async fn row3(args: &Args) -> Vec<Json> {
                 "vs floor",
                 "CPU per acquisition",
                 "CPU vs floor",
+                "masters' CPU per acquisition",
+                "cores busy",
                 "failed attempts",
             ],
             &rows,
         );
+        if let Some(ceiling) = ceiling {
+            println!(
+                "Ceiling for any client that releases by the compare-and-delete script: {ceiling:.2}× the \
+                 floor (all {} cores busy, the masters' CPU per acquisition of the script floor, the \
+                 client's of the floor).\n",
+                cores()
+            );
+        }
     }
     cells
+}
+
+/// The cores this process may run on.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// The most a client releasing by quorlock's compare-and-delete script could reach, as a ratio to
+/// the floor's throughput, when CPU is what bounds it (masters and client share the cores): every
+/// core busy, the masters spending on each acquisition what they spent for the script floor, and
+/// the client no more than the floor's. `None` unless both passes ran and the masters' CPU was read.
+fn script_ceiling(floor: Option<Pass>, script: Option<Pass>) -> Option<f64> {
+    let (floor, script) = (floor?, script?);
+    let per_acquisition = floor.cpu + script.masters_cpu?;
+    (!per_acquisition.is_zero()).then(|| cores() as f64 / per_acquisition.as_secs_f64() / floor.rate)
 }
 
 /// The ratios `a[i] / b[i]` of passes run side by side: their median, minimum and maximum (NaN
@@ -495,13 +538,14 @@ fn paired(a: &[f64], b: &[f64]) -> (f64, f64, f64) {
     (ratios[ratios.len() / 2], ratios[0], ratios[ratios.len() - 1])
 }
 
-/// One pass of row 3 for `lib`: acquisitions per second, process CPU per acquisition, and failed
-/// attempts.
-async fn throughput_pass(clients: &Clients, lib: Lib, phase: Duration) -> (f64, Duration, usize) {
+/// One pass of row 3 for `lib`: acquisitions per second, the CPU time per acquisition of this
+/// process and of the masters (pids `masters`), and failed attempts.
+async fn throughput_pass(clients: &Clients, masters: &[u32], lib: Lib, phase: Duration) -> Pass {
     let done = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let cpu0 = common::cpu_time();
+    let masters_cpu0 = common::processes_cpu_time(masters);
     let t0 = Instant::now();
     let mut tasks = Vec::new();
     for t in 0..TASKS {
@@ -550,12 +594,30 @@ async fn throughput_pass(clients: &Clients, lib: Lib, phase: Duration) -> (f64, 
         let _ = task.await;
     }
     let cpu = common::cpu_time().saturating_sub(cpu0);
-    let total = done.load(Ordering::Relaxed).max(1);
-    (
-        done_at_stop as f64 / elapsed.as_secs_f64(),
-        cpu / u32::try_from(total).unwrap_or(u32::MAX),
-        failed.load(Ordering::Relaxed),
-    )
+    let masters_cpu = common::processes_cpu_time(masters)
+        .zip(masters_cpu0)
+        .map(|(after, before)| after.saturating_sub(before));
+    let total = u32::try_from(done.load(Ordering::Relaxed).max(1)).unwrap_or(u32::MAX);
+    Pass {
+        rate: done_at_stop as f64 / elapsed.as_secs_f64(),
+        cpu: cpu / total,
+        masters_cpu: masters_cpu.map(|m| m / total),
+        failed: failed.load(Ordering::Relaxed),
+    }
+}
+
+/// What one pass of row 3 measured.
+#[derive(Debug, Clone, Copy)]
+struct Pass {
+    /// Acquisitions per second.
+    rate: f64,
+    /// This process's CPU time per acquisition.
+    cpu: Duration,
+    /// The masters' CPU time per acquisition, all masters together (`None` when `/proc` could not
+    /// be read).
+    masters_cpu: Option<Duration>,
+    /// Failed attempts.
+    failed: usize,
 }
 
 /// Row 4: 16 waiters on one key, each taking one turn per round; the time from the start of each

@@ -389,6 +389,33 @@ pub fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// CPU time (user + system) that the processes `pids` (the masters) have used so far, from
+/// `/proc/PID/stat`, to the kernel's clock tick (10 ms on most kernels); `None` when there are no
+/// pids or one cannot be read.
+pub fn processes_cpu_time(pids: &[u32]) -> Option<Duration> {
+    if pids.is_empty() {
+        return None;
+    }
+    // SAFETY: sysconf only reads a system constant.
+    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks_per_s = u64::try_from(ticks_per_s).ok().filter(|t| *t > 0)?;
+    let mut ticks = 0u64;
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name, in parentheses, may hold spaces: count fields after its last `)`.
+        // There, field 0 is the state and fields 11 and 12 are utime and stime.
+        let (_, after_name) = stat.rsplit_once(')')?;
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        for field in [11, 12] {
+            ticks += fields.get(field)?.parse::<u64>().ok()?;
+        }
+    }
+    Some(
+        Duration::from_secs(ticks / ticks_per_s)
+            + Duration::from_secs_f64((ticks % ticks_per_s) as f64 / ticks_per_s as f64),
+    )
+}
+
 /// Resident set size of this process in bytes, from `/proc/self/statm`, after handing freed heap
 /// pages back to the OS (so that transient garbage does not count as held memory).
 pub fn rss_bytes() -> u64 {
