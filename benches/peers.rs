@@ -433,7 +433,6 @@ async fn row3(args: &Args) -> Vec<Json> {
         .num("quorlock_vs_script_floor_median", vs_script.0)
         .num("quorlock_vs_script_floor_min", vs_script.1)
         .num("quorlock_vs_script_floor_max", vs_script.2)
-        .num("cores", cores() as f64)
         .num("script_release_ceiling_vs_floor", ceiling.unwrap_or(f64::NAN))];
     let mut rows = Vec::new();
     for (lib, pass) in &results {
@@ -500,31 +499,27 @@ async fn row3(args: &Args) -> Vec<Json> {
             ],
             &rows,
         );
-        if let Some(ceiling) = ceiling {
+        if let Some((ceiling, cores)) = ceiling.zip(common::cores()) {
             println!(
                 "Ceiling for any client that releases by the compare-and-delete script: {ceiling:.2}× the \
-                 floor (all {} cores busy, the masters' CPU per acquisition of the script floor, the \
-                 client's of the floor).\n",
-                cores()
+                 floor (all {cores} cores busy, the masters' CPU per acquisition of the script floor, the \
+                 client's of the floor).\n"
             );
         }
     }
     cells
 }
 
-/// The cores this process may run on.
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
-}
-
 /// The most a client releasing by quorlock's compare-and-delete script could reach, as a ratio to
 /// the floor's throughput, when CPU is what bounds it (masters and client share the cores): every
 /// core busy, the masters spending on each acquisition what they spent for the script floor, and
-/// the client no more than the floor's. `None` unless both passes ran and the masters' CPU was read.
+/// the client no more than the floor's. `None` unless both passes ran, the masters' CPU was read and
+/// the number of cores is known.
 fn script_ceiling(floor: Option<Pass>, script: Option<Pass>) -> Option<f64> {
     let (floor, script) = (floor?, script?);
     let per_acquisition = floor.cpu + script.masters_cpu?;
-    (!per_acquisition.is_zero()).then(|| cores() as f64 / per_acquisition.as_secs_f64() / floor.rate)
+    let cores = common::cores()?;
+    (!per_acquisition.is_zero()).then(|| cores as f64 / per_acquisition.as_secs_f64() / floor.rate)
 }
 
 /// The ratios `a[i] / b[i]` of passes run side by side: their median, minimum and maximum (NaN

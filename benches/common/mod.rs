@@ -389,6 +389,11 @@ pub fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// The cores this process may run on, when the system says.
+pub fn cores() -> Option<usize> {
+    std::thread::available_parallelism().ok().map(usize::from)
+}
+
 /// CPU time (user + system) that the processes `pids` (the masters) have used so far, from
 /// `/proc/PID/stat`, to the kernel's clock tick (10 ms on most kernels); `None` when there are no
 /// pids or one cannot be read.
@@ -443,7 +448,7 @@ pub fn machine() -> Json {
         .and_then(|l| l.split(':').nth(1))
         .map(|m| m.trim().to_owned())
         .unwrap_or_else(|| "unknown".into());
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cpus = cores().unwrap_or(0);
     let redis = std::process::Command::new("redis-server")
         .arg("--version")
         .output()
