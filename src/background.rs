@@ -20,7 +20,7 @@ use tokio::runtime::Handle;
 use tokio_util::task::TaskTracker;
 
 /// The counted background tasks of one client.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Background {
     /// Closed from the start: closing only lets `wait` finish whenever no task is left, and a
     /// closed tracker still counts the tasks spawned on it.

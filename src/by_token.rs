@@ -7,9 +7,9 @@
 
 use tracing::{field, instrument, Span};
 
-use crate::coordinator::{Quorlock, ReleaseTally};
-use crate::core::quorum;
-use crate::error::{InputError, NodeErrorKind, ReleaseError, Released};
+use crate::client::Quorlock;
+use crate::core::release::verdict;
+use crate::error::{InputError, ReleaseError, Released};
 use crate::ops::PlainLock;
 
 impl Quorlock {
@@ -32,118 +32,10 @@ impl Quorlock {
         if token.is_empty() {
             return Err(InputError::EmptyToken.into());
         }
-        let key = self.inner.key(resource);
+        let key = self.inner.names().key(resource);
         let ops = PlainLock::new(&key, token);
-        let out = self.inner.release_all(&ops, || {}).await;
+        let out = self.inner.release().everywhere(&ops, || {}).await;
         Span::current().record("held", out.held);
-        verdict(out, resource, self.inner.nodes.len())
-    }
-}
-
-/// Turns the answers to a release into its outcome: released on a majority, known expired, or
-/// unconfirmed because too many masters were unreachable to tell.
-pub(crate) fn verdict(out: ReleaseTally, resource: &str, masters: usize) -> Result<Released, ReleaseError> {
-    let required = quorum(masters);
-    let unreachable = out
-        .errors
-        .iter()
-        .filter(|f| f.kind != NodeErrorKind::WrongType)
-        .count();
-    let held = out.held;
-    let mut failures = out.not_held;
-    failures.extend(out.errors);
-    failures.sort_by_key(|f| f.node);
-    if held >= required {
-        return Ok(Released {
-            held,
-            masters,
-            failures,
-        });
-    }
-    let resource = resource.to_owned();
-    if held + unreachable >= required {
-        Err(ReleaseError::Unconfirmed {
-            resource,
-            held,
-            required,
-            masters,
-            failures,
-        })
-    } else {
-        Err(ReleaseError::Expired {
-            resource,
-            held,
-            required,
-            masters,
-            failures,
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::error::NodeFailure;
-
-    fn failure(node: usize, kind: NodeErrorKind) -> NodeFailure {
-        NodeFailure {
-            node,
-            addr: format!("m{node}"),
-            kind,
-        }
-    }
-
-    #[test]
-    fn a_majority_of_confirmations_is_a_release() {
-        let out = ReleaseTally {
-            held: 3,
-            not_held: vec![failure(4, NodeErrorKind::Absent)],
-            errors: vec![failure(1, NodeErrorKind::Timeout)],
-        };
-        let released = verdict(out, "r", 5).expect("released");
-        assert_eq!(released.held, 3);
-        assert_eq!(
-            released.failures.iter().map(|f| f.node).collect::<Vec<_>>(),
-            [1, 4]
-        );
-    }
-
-    #[test]
-    fn too_few_holders_with_enough_unreachable_is_unconfirmed() {
-        let out = ReleaseTally {
-            held: 1,
-            not_held: vec![],
-            errors: vec![
-                failure(1, NodeErrorKind::Timeout),
-                failure(2, NodeErrorKind::Connection("refused".into())),
-            ],
-        };
-        let err = verdict(out, "r", 5).expect_err("unconfirmed");
-        assert!(
-            matches!(
-                err,
-                ReleaseError::Unconfirmed {
-                    held: 1,
-                    required: 3,
-                    ..
-                }
-            ),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn too_few_holders_that_answered_is_expired() {
-        let out = ReleaseTally {
-            held: 1,
-            not_held: vec![
-                failure(0, NodeErrorKind::Absent),
-                failure(2, NodeErrorKind::Held),
-                failure(3, NodeErrorKind::Absent),
-            ],
-            errors: vec![failure(4, NodeErrorKind::WrongType)],
-        };
-        let err = verdict(out, "r", 5).expect_err("expired");
-        assert!(err.is_expired(), "{err}");
+        verdict(out, resource, self.inner.masters().len())
     }
 }

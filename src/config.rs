@@ -3,10 +3,14 @@
 //! A bad value is refused here with a typed error that names it, so that acquire and release never
 //! meet an impossible setting at run time.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::core::{Backoff, RetryPlan};
-use crate::error::BuildError;
+use crate::core::{Backoff, RetryPlan, Timing};
+use crate::error::{BuildError, InputError};
+use crate::seam::Master;
+
+pub use crate::names::{FENCE_COUNTER_KEY, FENCE_EPOCH_KEY, RELEASE_CHANNEL_PREFIX};
 
 /// Default per-node timeout for every command: 50 ms. Short relative to any sensible TTL, long
 /// enough for a loaded master on a LAN. A master slower than this counts as a no for that round.
@@ -35,8 +39,6 @@ pub const DEFAULT_WAKE_ON_RELEASE: bool = true;
 /// take turns on a local async lock first, so only one of them contends on the masters, and the
 /// next one goes as soon as this process releases.
 pub const DEFAULT_LOCAL_QUEUE: bool = true;
-/// Prefix of the pub/sub channel a release is announced on; the lock key follows it.
-pub const RELEASE_CHANNEL_PREFIX: &str = "quorlock:released:";
 /// Default for ignoring the votes of a master that restarted within the grace period and does not
 /// persist with `appendfsync always`: `true` (the delayed restart RedLock requires, enforced by the
 /// client).
@@ -47,13 +49,6 @@ pub const DEFAULT_RESTART_GRACE: Option<Duration> = None;
 /// Default interval between background checks of each master's `run_id`, uptime and persistence:
 /// 30 s. A lost connection triggers a check at once, whatever the interval.
 pub const DEFAULT_HEALTH_REFRESH: Duration = Duration::from_secs(30);
-/// Key of the fencing counter on every master (after the configured key prefix); one counter serves
-/// every resource.
-pub const FENCE_COUNTER_KEY: &str = "quorlock:fence:counter";
-/// Key of the fencing epoch on every master (after the configured key prefix): the master's `run_id`
-/// when its counter was last initialised or repaired. A master whose epoch is not its current
-/// `run_id` restarted since, and its counter is repaired before it votes in a fenced acquire.
-pub const FENCE_EPOCH_KEY: &str = "quorlock:fence:epoch";
 
 /// The checked configuration of a [`crate::Quorlock`].
 #[derive(Debug, Clone)]
@@ -87,11 +82,45 @@ pub struct Config {
     pub local_queue: bool,
 }
 
+/// Where one master comes from.
+#[derive(Clone)]
+pub(crate) enum Source {
+    /// A URL, connected with redis-rs.
+    Url(String),
+    /// A master behind the seam, given by the application.
+    #[cfg_attr(not(feature = "seam"), allow(dead_code))]
+    Custom(Arc<dyn Master>),
+}
+
+impl Config {
+    /// Checks a TTL against the configuration and combines it with the drift allowance and the
+    /// least validity into one lock's timing.
+    ///
+    /// # Errors
+    /// [`InputError`] for a zero TTL, one above [`MAX_TTL`], one not longer than the node timeout, or
+    /// one that leaves no validity after the drift allowance.
+    pub fn timing(&self, ttl: Duration) -> Result<Timing, InputError> {
+        if ttl.is_zero() {
+            return Err(InputError::ZeroTtl);
+        }
+        if ttl > MAX_TTL {
+            return Err(InputError::TtlTooLarge { ttl, max: MAX_TTL });
+        }
+        if self.node_timeout >= ttl {
+            return Err(InputError::NodeTimeoutNotBelowTtl {
+                node_timeout: self.node_timeout,
+                ttl,
+            });
+        }
+        Ok(Timing::new(ttl, self.drift_factor, self.min_validity)?)
+    }
+}
+
 /// Builds a [`crate::Quorlock`]. Start from [`crate::Quorlock::builder`].
 #[derive(Clone)]
 #[must_use = "a builder does nothing until build() is awaited"]
 pub struct QuorlockBuilder {
-    pub(crate) urls: Vec<String>,
+    pub(crate) sources: Vec<Source>,
     node_timeout: Duration,
     connect_timeout: Duration,
     drift_factor: f64,
@@ -111,7 +140,14 @@ pub struct QuorlockBuilder {
 
 impl std::fmt::Debug for QuorlockBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let urls: Vec<String> = self.urls.iter().map(|u| crate::error::redact_url(u)).collect();
+        let urls: Vec<String> = self
+            .sources
+            .iter()
+            .map(|source| match source {
+                Source::Url(url) => crate::error::redact_url(url),
+                Source::Custom(master) => master.addr().to_owned(),
+            })
+            .collect();
         f.debug_struct("QuorlockBuilder")
             .field("urls", &urls)
             .field("node_timeout", &self.node_timeout)
@@ -123,7 +159,7 @@ impl std::fmt::Debug for QuorlockBuilder {
 impl Default for QuorlockBuilder {
     fn default() -> Self {
         Self {
-            urls: Vec::new(),
+            sources: Vec::new(),
             node_timeout: DEFAULT_NODE_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             drift_factor: DEFAULT_DRIFT_FACTOR,
@@ -150,13 +186,22 @@ impl QuorlockBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.urls.extend(urls.into_iter().map(Into::into));
+        self.sources
+            .extend(urls.into_iter().map(|url| Source::Url(url.into())));
         self
     }
 
     /// Adds one master by URL.
     pub fn node(mut self, url: impl Into<String>) -> Self {
-        self.urls.push(url.into());
+        self.sources.push(Source::Url(url.into()));
+        self
+    }
+
+    /// Adds a master reached through an implementation of the seam of your own (a simulated master,
+    /// a proxy), in addition to any given before. Needs the `seam` feature.
+    #[cfg(feature = "seam")]
+    pub fn master(mut self, master: Arc<dyn Master>) -> Self {
+        self.sources.push(Source::Custom(master));
         self
     }
 
@@ -264,7 +309,7 @@ impl QuorlockBuilder {
 
     /// Checks every setting and returns the configuration.
     pub(crate) fn config(&self) -> Result<Config, BuildError> {
-        if self.urls.is_empty() {
+        if self.sources.is_empty() {
             return Err(BuildError::NoNodes);
         }
         if self.node_timeout.is_zero() {

@@ -2,9 +2,10 @@
 //!
 //! A lock fans out to a handful of masters, and a round lives for one or two round trips. For that
 //! shape `FuturesUnordered` does more than needed: a shared ready-to-run queue (two allocations
-//! per set), a waker and an atomic handshake per request. Here the requests are boxed side by
-//! side and every poll of the set polls each request still pending, in turn, with the caller's
-//! waker; at N masters that is at most N cheap polls per wake-up.
+//! per set), a waker and an atomic handshake per request. Here the requests sit side by side (each
+//! is already boxed once by the seam, so the set boxes nothing more) and every poll of the set polls
+//! each request still pending, in turn, with the caller's waker; at N masters that is at most N
+//! cheap polls per wake-up. Each request comes tagged with the master it went to.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,9 +13,10 @@ use std::task::{Context, Poll};
 
 use futures::Stream;
 
-/// Requests that run concurrently and are yielded in the order they complete.
+/// Requests to masters that run concurrently and are yielded, with their master, in the order they
+/// complete.
 pub(crate) struct Fanout<F> {
-    slots: Vec<Option<Pin<Box<F>>>>,
+    slots: Vec<Option<(usize, F)>>,
     /// Requests not yet complete.
     pending: usize,
     /// Where the next poll starts: just after the last request yielded, so that requests ready at
@@ -22,16 +24,16 @@ pub(crate) struct Fanout<F> {
     start: usize,
 }
 
-impl<F: Future> Fanout<F> {
+impl<F: Future + Unpin> Fanout<F> {
     /// Whether every request has completed.
     pub(crate) fn is_empty(&self) -> bool {
         self.pending == 0
     }
 }
 
-impl<F: Future> FromIterator<F> for Fanout<F> {
-    fn from_iter<I: IntoIterator<Item = F>>(requests: I) -> Self {
-        let slots: Vec<_> = requests.into_iter().map(|f| Some(Box::pin(f))).collect();
+impl<F: Future + Unpin> FromIterator<(usize, F)> for Fanout<F> {
+    fn from_iter<I: IntoIterator<Item = (usize, F)>>(requests: I) -> Self {
+        let slots: Vec<_> = requests.into_iter().map(Some).collect();
         Self {
             pending: slots.len(),
             slots,
@@ -40,13 +42,13 @@ impl<F: Future> FromIterator<F> for Fanout<F> {
     }
 }
 
-impl<F: Future> Stream for Fanout<F> {
-    type Item = F::Output;
+impl<F: Future + Unpin> Stream for Fanout<F> {
+    type Item = (usize, F::Output);
 
     /// Polls the pending requests in turn and yields the first that completes; `Pending` only once
     /// every pending request has been polled with this context's waker.
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
-        // The requests are boxed, so the set itself is `Unpin`.
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        // The requests are `Unpin`, so the set itself is.
         let this = self.get_mut();
         if this.pending == 0 {
             return Poll::Ready(None);
@@ -57,14 +59,15 @@ impl<F: Future> Stream for Fanout<F> {
             let Some(slot) = this.slots.get_mut(at) else {
                 continue;
             };
-            let Some(request) = slot.as_mut() else {
+            let Some((master, request)) = slot.as_mut() else {
                 continue;
             };
-            if let Poll::Ready(out) = request.as_mut().poll(cx) {
+            if let Poll::Ready(out) = Pin::new(request).poll(cx) {
+                let master = *master;
                 *slot = None;
                 this.pending -= 1;
                 this.start = (at + 1) % n;
-                return Poll::Ready(Some(out));
+                return Poll::Ready(Some((master, out)));
             }
         }
         Poll::Pending
@@ -89,21 +92,25 @@ mod tests {
         tokio::time::pause();
         let mut set: Fanout<_> = [30u64, 10, 20]
             .into_iter()
-            .map(|ms| async move {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                ms
+            .enumerate()
+            .map(|(i, ms)| {
+                let sleep = Box::pin(async move {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    ms
+                });
+                (i, sleep)
             })
             .collect();
         assert_eq!(set.size_hint(), (3, Some(3)));
         let mut order = Vec::new();
         // Bounded: a set that lost its waker would otherwise hang here instead of failing.
         let drained = tokio::time::timeout(Duration::from_secs(5), async {
-            while let Some(ms) = set.next().await {
-                order.push(ms);
+            while let Some((i, ms)) = set.next().await {
+                order.push((i, ms));
             }
         });
         assert!(drained.await.is_ok(), "the set was never woken");
-        assert_eq!(order, vec![10, 20, 30]);
+        assert_eq!(order, vec![(1, 10), (2, 20), (0, 30)]);
         assert!(set.is_empty());
         assert_eq!(set.next().await, None);
     }
@@ -117,9 +124,10 @@ mod tests {
 
     #[test]
     fn ready_requests_come_out_in_turn_without_a_runtime() {
-        let mut set: Fanout<_> = (0..4).map(std::future::ready).collect();
+        let mut set: Fanout<_> = (0..4).map(|i| (i, std::future::ready(i * 10))).collect();
         let mut got = Vec::new();
-        while let Some(Some(i)) = set.next().now_or_never() {
+        while let Some(Some((i, out))) = set.next().now_or_never() {
+            assert_eq!(out, i * 10);
             got.push(i);
         }
         assert_eq!(got, vec![0, 1, 2, 3]);
@@ -184,7 +192,7 @@ mod tests {
 
     fn gates(n: usize) -> (Vec<Handle>, Fanout<Gate>) {
         let handles: Vec<Handle> = (0..n).map(|_| Handle::default()).collect();
-        let set = handles.iter().map(Handle::gate).collect();
+        let set = handles.iter().map(Handle::gate).enumerate().collect();
         (handles, set)
     }
 
@@ -194,7 +202,7 @@ mod tests {
         assert_eq!(set.next().now_or_never(), None);
         assert!(gates.iter().all(|g| g.polls() == 1));
         gates[1].open();
-        assert_eq!(set.next().now_or_never(), Some(Some(())));
+        assert_eq!(set.next().now_or_never(), Some(Some((1, ()))));
         assert_eq!(set.size_hint(), (2, Some(2)));
         assert_eq!(set.next().now_or_never(), None);
         // The finished request is left alone; the others were each polled again.
@@ -214,7 +222,7 @@ mod tests {
         assert!(Pin::new(&mut set).poll_next(&mut cx).is_pending());
         gates[0].open();
         assert_eq!(counting.0.load(SeqCst), 1, "the new waker was not registered");
-        assert_eq!(Pin::new(&mut set).poll_next(&mut cx), Poll::Ready(Some(())));
+        assert_eq!(Pin::new(&mut set).poll_next(&mut cx), Poll::Ready(Some((0, ()))));
     }
 
     #[test]
@@ -222,13 +230,13 @@ mod tests {
         let (gates, mut set) = gates(4);
         assert_eq!(set.next().now_or_never(), None);
         gates[2].open();
-        assert_eq!(set.next().now_or_never(), Some(Some(())));
+        assert_eq!(set.next().now_or_never(), Some(Some((2, ()))));
         gates[0].open();
         gates[3].open();
         // Slot 3 comes before slot 0: the turn starts after slot 2.
-        assert_eq!(set.next().now_or_never(), Some(Some(())));
+        assert_eq!(set.next().now_or_never(), Some(Some((3, ()))));
         assert_eq!((gates[0].polls(), gates[3].polls()), (2, 2));
-        assert_eq!(set.next().now_or_never(), Some(Some(())));
+        assert_eq!(set.next().now_or_never(), Some(Some((0, ()))));
         assert_eq!(gates[0].polls(), 3);
     }
 }

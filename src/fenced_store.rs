@@ -29,10 +29,7 @@ use redis::{FromRedisValue, Script, ToRedisArgs, Value};
 /// Default suffix of a data key's fence key: `":fence"`.
 pub const DEFAULT_FENCE_SUFFIX: &str = ":fence";
 
-/// Write if the token is at least the fence, and raise the fence.
-const WRITE_SCRIPT: &str = include_str!("scripts/fenced_write.lua");
-/// Read if the token is at least the fence, and raise the fence.
-const READ_SCRIPT: &str = include_str!("scripts/fenced_read.lua");
+use crate::lua::{FENCED_READ_SCRIPT as READ_SCRIPT, FENCED_WRITE_SCRIPT as WRITE_SCRIPT};
 
 /// Why a fenced operation did not happen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -13,12 +13,10 @@ use futures::future::join_all;
 use redis::Value;
 use tracing::instrument;
 
-use crate::coordinator::Quorlock;
+use crate::client::Quorlock;
 use crate::core::quorum;
 use crate::error::{InputError, NodeErrorKind};
-
-/// Reads type, value and PTTL of a key atomically.
-const INSPECT_SCRIPT: &str = include_str!("scripts/inspect.lua");
+use crate::lua::{eval, INSPECT_SCRIPT};
 
 /// What one master holds under a lock's key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,16 +112,16 @@ impl Quorlock {
         if resource.is_empty() {
             return Err(InputError::EmptyResource);
         }
-        let key = self.inner.key(resource);
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(INSPECT_SCRIPT).arg(1).arg(&key);
-        let answers = join_all(self.inner.nodes.iter().map(|node| {
-            let cmd = &cmd;
+        let key = self.inner.names().key(resource);
+        let cmd = std::sync::Arc::new(eval(INSPECT_SCRIPT, &[&key]));
+        let masters = self.inner.masters();
+        let answers = join_all(masters.iter().map(|link| {
+            let reply = link.query(std::sync::Arc::clone(&cmd));
             async move {
                 MasterState {
-                    node: node.index(),
-                    addr: node.addr().to_owned(),
-                    state: node.query(cmd).await.and_then(parse),
+                    node: link.index(),
+                    addr: link.addr().to_owned(),
+                    state: reply.await.and_then(parse),
                 }
             }
         }))
@@ -131,7 +129,7 @@ impl Quorlock {
         Ok(Inspection {
             resource: resource.to_owned(),
             key,
-            quorum: quorum(self.inner.nodes.len()),
+            quorum: quorum(masters.len()),
             masters: answers,
         })
     }

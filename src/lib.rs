@@ -18,34 +18,39 @@
 //! ```
 //!
 //! # Module map
-//! - [`core`]: the sans-IO logic (quorum, drift and validity arithmetic, the acquisition tally,
-//!   backoff with jitter). No tokio, no redis; time and randomness are passed in.
-//! - `node`: one master's connection, its per-node timeout, and error classification.
-//! - [`Quorlock`] (`coordinator`): the fan-out, the decision, release of partial acquisitions,
-//!   retries, and cancel safety.
-//! - [`Guard`] (`guard`): a held lock's validity, extend, release, and release on drop.
-//! - `ops`: the extend and release commands each kind of lock supplies.
-//! - [`kinds`]: reentrant ([`LockOwner`]), multi-resource (all-or-nothing) and fair (FIFO,
-//!   [`Ticket`]) locks over the same quorum, each returning an ordinary [`Guard`].
-//! - `wait`: blocking waits woken by the holder's release announcement (one pub/sub connection
-//!   per master, shared by the process), with a fallback timer at the key's expiry.
-//! - `background`: the lock traffic left to tasks (slower masters, dropped guards), which
-//!   [`Quorlock::settle`] waits for before a process exits.
-//! - `coalesce`: the local queue that lets one waiter per resource and process contend remotely.
-//! - `by_token`: [`Quorlock::release_token`], releasing a lock by resource and token without its guard.
-//! - [`Inspection`] (`inspect`): a read-only look at one lock on every master.
-//! - `watchdog`: one renewal scheduler per [`Quorlock`] that keeps guards alive ([`KeepAlive`]),
-//!   batching the renewals of all held locks into one pipeline per master per tick.
-//! - `with_lock`: [`Quorlock::with_lock`], work run under a kept-alive lock and cancelled if it is
-//!   lost ([`LockHandle`]).
-//! - [`config`]: every setting with its documented default, checked once at `build()`.
-//! - [`error`]: one typed error per operation.
-//! - `fencing`: fenced acquisition ([`Quorlock::acquire_fenced`]), issuing quorum-backed fencing
-//!   tokens that never go backwards, and the repair of masters that lost their counter.
-//! - [`FencedStore`] (`fenced_store`): a resource kept in Redis that rejects stale tokens.
-//! - `tls`: `rediss://` masters over rustls, behind the `tls` feature.
-//! - `health`: each master's `run_id`, uptime and persistence; votes of a master restarted within
-//!   the grace period without `appendfsync always` are ignored (the delayed restart, enforced).
+//! The crate is built in layers; each file imports only from the layers below it.
+//!
+//! 1. **Public API.** [`Quorlock`] (`client/`: the handle, building it, the plain acquire, and the
+//!    [`Guard`]); the lock [`kinds`] (reentrant [`LockOwner`], multi-resource, fair [`Ticket`],
+//!    fenced); [`Quorlock::with_lock`] (`with_lock`, [`LockHandle`]); [`Quorlock::release_token`]
+//!    (`by_token`); [`Inspection`] (`inspect`); [`FencedStore`] (`fenced_store`), a resource that
+//!    rejects stale fencing tokens. A kind supplies its keys, its scripts and what its replies mean;
+//!    it never re-implements the round.
+//! 2. **Mechanisms, each written once, each taking only what it needs:**
+//!    - `round`: fan out to every master, feed the core's tally, return at the decision, and leave
+//!      the slower masters' requests to a task;
+//!    - `release`: release everywhere, with drop safety (`ReleaseOnDrop`);
+//!    - `retry`: the retry loop, and its policies (`retry/policy.rs`): a jittered delay, a release
+//!      announcement, or the lock's expiry on a majority;
+//!    - `watchdog`: the renewal schedule, and each tick's batch (`watchdog/batch.rs`);
+//!    - `pubsub`: the hub that hears release announcements once per process;
+//!    - `health`: who may vote (identity, persistence, restart grace), and its checks;
+//!    - `fence`: repair of masters that lost their fencing counter;
+//!    - `lease`: a held lock's shared state; `ops`: how a kind extends and releases;
+//!    - `coalesce` (the local queue), `background` (tasks [`Quorlock::settle`] waits for), `fanout`.
+//! 3. **The seam at the masters.** [`seam`] is the one interface to a master: send a command and get
+//!    a reply or a classified error within a timeout, send a batch, subscribe. `node` is its
+//!    redis-rs implementation (with `tls`); `link` reads replies into what they mean for a lock,
+//!    once for every implementation. [`config`] is checked once at `build()`.
+//! 4. **[`core`]: every decision, pure.** No tokio, no redis: quorum, drift and validity, the
+//!    tally, the round's error, the release verdict, the expiry majority, the restart-grace
+//!    admission, backoff, the renewal schedule, fencing arithmetic, and each kind's rules.
+//!    Property tests drive it directly.
+//! 5. **Ground floor:** `names` (keys, channels, TTL arguments), `lua` (every script, and calls by
+//!    SHA1), [`error`], `token` (random identities).
+//!
+//! One clock runs through all of it: tokio's [`Instant`](tokio::time::Instant), so a paused tokio
+//! clock drives every timeout, wait, renewal and validity.
 //!
 //! # Safety argument, in short
 //! Mutual exclusion holds while the holder finishes inside its validity, provided clock drift
@@ -66,38 +71,44 @@
 
 mod background;
 mod by_token;
+mod client;
 mod coalesce;
 pub mod config;
-mod coordinator;
 pub mod core;
 pub mod error;
 mod fanout;
+mod fence;
 mod fenced_store;
-mod fencing;
-mod guard;
 mod health;
 mod inspect;
 pub mod kinds;
+mod lease;
+mod link;
 mod lua;
+mod names;
 mod node;
 mod ops;
+mod pubsub;
+mod release;
+mod retry;
+mod round;
+pub mod seam;
 mod tls;
 mod token;
-mod wait;
 mod watchdog;
 mod with_lock;
 
+pub use client::{Guard, Quorlock};
 pub use config::{Config, QuorlockBuilder};
-pub use coordinator::Quorlock;
 pub use error::{
     AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
     WithLockError,
 };
 pub use fenced_store::{FencedError, FencedStore, DEFAULT_FENCE_SUFFIX};
-pub use guard::Guard;
 pub use inspect::{Holding, Inspection, MasterState};
 pub use kinds::{FairOptions, LockOwner, Ticket};
-pub use wait::{MAX_FALLBACK_WAIT, PUBSUB_RECONNECT_DELAY};
+pub use pubsub::PUBSUB_RECONNECT_DELAY;
+pub use retry::policy::MAX_FALLBACK_WAIT;
 pub use watchdog::{KeepAlive, WatchdogStats, RENEWAL_CONNECTION_RECYCLE, RENEWAL_TIME_ALLOWANCE};
 pub use with_lock::LockHandle;
 

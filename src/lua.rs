@@ -1,15 +1,16 @@
-//! Script calls that can travel by SHA1 (`EVALSHA`) instead of carrying the script's source.
+//! The Lua scripts quorlock runs on the masters, and calls of them that can travel by SHA1.
 //!
-//! A release or a renewal is a short Lua script. Sending it as `EVAL` copies its source (hundreds of
-//! bytes) into every command, and makes every master hash that source again on every call. A
-//! [`ScriptCall`] is built once in its `EVALSHA sha numkeys args..` form; the `EVAL source ..` form
-//! is only built when a master may not have the script cached:
+//! Every script lives in `src/scripts/` and is compiled in here, so the masters, the simulation and
+//! the tests all run the same text. A release or a renewal is a short script: sending it as `EVAL`
+//! copies its source (hundreds of bytes) into every command, and makes every master hash that
+//! source again on every call. A [`ScriptCall`] is built once in its `EVALSHA sha numkeys args..`
+//! form; the `EVAL source ..` form is only built when a master may not have the script cached:
 //!
-//! - On the shared connection of a master ([`crate::node::Node::run_script`]), `EVALSHA` is used
-//!   only once the script is known to be cached on that master's *current connection epoch*: an
-//!   `EVAL` of it succeeded since the connection was last lost (a restart of the master always
-//!   drops the connection, and a new connection starts a new epoch). A `NOSCRIPT` reply, which means
-//!   nothing ran, falls back to `EVAL` at once.
+//! - On the shared connection of a master (`Link::run_script` in `link.rs`), `EVALSHA` is used only
+//!   once the script is known to be cached on that master's *current connection epoch*: an `EVAL`
+//!   of it succeeded since the connection was last lost (a restart of the master always drops the
+//!   connection, and a new connection starts a new epoch). A `NOSCRIPT` reply, which means nothing
+//!   ran, falls back to `EVAL` at once.
 //! - The watchdog's renewal pipelines put a `SCRIPT LOAD` of each script they use at their head.
 //!
 //! What this gives up: a release whose `EVALSHA` sits queued behind a stalled master after the
@@ -20,11 +21,55 @@
 //! That release is then lost, and the key expires with its TTL, exactly as when the master is
 //! unreachable.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
-use redis::{Arg, Cmd};
+use redis::{Arg, Cmd, Value};
 
-use crate::node::{EXTEND_SCRIPT, RELEASE_SCRIPT};
+use crate::error::NodeErrorKind;
+
+/// Compare-and-delete, publishing the release on the resource's channel.
+pub(crate) const RELEASE_SCRIPT: &str = include_str!("scripts/release.lua");
+/// Compare-and-PEXPIRE.
+pub(crate) const EXTEND_SCRIPT: &str = include_str!("scripts/extend.lua");
+/// Reads type, value and PTTL of a key atomically (inspection).
+pub(crate) const INSPECT_SCRIPT: &str = include_str!("scripts/inspect.lua");
+/// Fenced round 1: SET NX and, if granted, INCR the counter.
+pub(crate) const FENCE_ACQUIRE_SCRIPT: &str = include_str!("scripts/fence_acquire.lua");
+/// Fenced round 2: raise the counter to the token while our key holds our token.
+pub(crate) const FENCE_COMMIT_SCRIPT: &str = include_str!("scripts/fence_commit.lua");
+/// Fencing repair: raise a counter to a value read from a majority.
+pub(crate) const FENCE_REPAIR_SCRIPT: &str = include_str!("scripts/fence_repair.lua");
+/// A fenced store's write: applied only with a token at least the highest seen.
+pub(crate) const FENCED_WRITE_SCRIPT: &str = include_str!("scripts/fenced_write.lua");
+/// A fenced store's read: raises the fence to the reader's token.
+pub(crate) const FENCED_READ_SCRIPT: &str = include_str!("scripts/fenced_read.lua");
+/// A reentrant lock's acquire: a hold for the owner, unless another owner holds it.
+pub(crate) const REENTRANT_ACQUIRE_SCRIPT: &str = include_str!("scripts/reentrant_acquire.lua");
+/// A reentrant hold's release; the last one deletes the lock and announces it.
+pub(crate) const REENTRANT_RELEASE_SCRIPT: &str = include_str!("scripts/reentrant_release.lua");
+/// A reentrant hold's extend.
+pub(crate) const REENTRANT_EXTEND_SCRIPT: &str = include_str!("scripts/reentrant_extend.lua");
+/// A multi-resource lock's acquire: every key or none.
+pub(crate) const MULTI_ACQUIRE_SCRIPT: &str = include_str!("scripts/multi_acquire.lua");
+/// A multi-resource lock's release, announced per key.
+pub(crate) const MULTI_RELEASE_SCRIPT: &str = include_str!("scripts/multi_release.lua");
+/// A multi-resource lock's extend.
+pub(crate) const MULTI_EXTEND_SCRIPT: &str = include_str!("scripts/multi_extend.lua");
+/// A fair lock's acquire: queue the ticket and take the lock at the head of the queue.
+pub(crate) const FAIR_ACQUIRE_SCRIPT: &str = concat!(
+    include_str!("scripts/fair_common.lua"),
+    include_str!("scripts/fair_acquire.lua")
+);
+/// A fair lock's release, naming the next live waiter.
+pub(crate) const FAIR_RELEASE_SCRIPT: &str = concat!(
+    include_str!("scripts/fair_common.lua"),
+    include_str!("scripts/fair_release.lua")
+);
+/// A fair waiter leaving the queue.
+pub(crate) const FAIR_LEAVE_SCRIPT: &str = concat!(
+    include_str!("scripts/fair_common.lua"),
+    include_str!("scripts/fair_leave.lua")
+);
 
 /// A script the client can send by SHA1, with a slot per master to remember where it is cached.
 #[derive(Debug)]
@@ -73,7 +118,10 @@ impl Lua {
     pub(crate) fn call(&'static self, numkeys: usize, args: usize, bytes: usize) -> ScriptCall {
         let mut cmd = Cmd::with_capacity(3 + args, 50 + bytes + 20 * args);
         cmd.arg("EVALSHA").arg(self.sha()).arg(numkeys);
-        ScriptCall { script: self, cmd }
+        ScriptCall {
+            script: self,
+            cmd: Arc::new(cmd),
+        }
     }
 }
 
@@ -81,13 +129,15 @@ impl Lua {
 #[derive(Debug, Clone)]
 pub(crate) struct ScriptCall {
     script: &'static Lua,
-    cmd: Cmd,
+    /// Shared by the requests to every master; built completely before the first is sent.
+    cmd: Arc<Cmd>,
 }
 
 impl ScriptCall {
     /// Adds a key or an argument.
     pub(crate) fn arg<T: redis::ToRedisArgs>(mut self, arg: T) -> Self {
-        self.cmd.arg(arg);
+        // Not shared yet while it is being built: no copy is made.
+        Arc::make_mut(&mut self.cmd).arg(arg);
         self
     }
 
@@ -97,13 +147,13 @@ impl ScriptCall {
     }
 
     /// `EVALSHA sha numkeys args..`.
-    pub(crate) fn by_sha(&self) -> &Cmd {
+    pub(crate) fn by_sha(&self) -> &Arc<Cmd> {
         &self.cmd
     }
 
     /// The `EVALSHA` form, by value.
     pub(crate) fn into_by_sha(self) -> Cmd {
-        self.cmd
+        Arc::try_unwrap(self.cmd).unwrap_or_else(|shared| (*shared).clone())
     }
 
     /// `EVAL source numkeys args..`: the same call for a master that may not have the script.
@@ -117,6 +167,61 @@ impl ScriptCall {
             }
         }
         cmd
+    }
+}
+
+/// An `EVAL` of `script` over `keys`; the caller appends the script's arguments.
+pub(crate) fn eval<K: AsRef<str>>(script: &str, keys: &[K]) -> Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script).arg(keys.len());
+    for key in keys {
+        cmd.arg(key.as_ref());
+    }
+    cmd
+}
+
+/// What a compare-and-act script found on one master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// Our token was there, and the script acted on it.
+    Ours,
+    /// The key was absent.
+    Absent,
+    /// Another token holds the key.
+    Other,
+}
+
+impl Found {
+    /// Reads a compare-and-act script's 1 / 0 / -1 answer.
+    pub(crate) fn from_reply(reply: Value) -> Result<Self, NodeErrorKind> {
+        match reply {
+            Value::Int(1) => Ok(Found::Ours),
+            Value::Int(0) => Ok(Found::Absent),
+            Value::Int(-1) => Ok(Found::Other),
+            Value::Int(other) => Err(NodeErrorKind::Protocol(format!(
+                "script returned {other}, expected 1, 0 or -1"
+            ))),
+            other => Err(NodeErrorKind::Protocol(format!("script answered {other:?}"))),
+        }
+    }
+
+    /// As a vote outcome: only `Ours` is a yes.
+    pub(crate) fn into_result(self) -> Result<(), NodeErrorKind> {
+        match self {
+            Found::Ours => Ok(()),
+            Found::Absent => Err(NodeErrorKind::Absent),
+            Found::Other => Err(NodeErrorKind::Held),
+        }
+    }
+}
+
+/// Reads a script's integer reply.
+pub(crate) fn int_reply(value: Value, what: &str) -> Result<i64, NodeErrorKind> {
+    match value {
+        Value::Int(n) => Ok(n),
+        other => Err(NodeErrorKind::Protocol(format!(
+            "{what} answered {other:?}, expected an integer"
+        ))),
     }
 }
 

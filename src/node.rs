@@ -1,119 +1,60 @@
-//! One Redis master: its connection, its per-node timeout, and the classification of its errors.
+//! The production master: a redis-rs connection to one Redis (or Valkey) server, behind the seam.
 //!
 //! Each master gets exactly one multiplexed, reconnecting connection (a redis-rs
 //! `ConnectionManager`), shared by every task in the process: a command costs no connection setup
-//! and no lock on the connection. Every command is bounded by the per-node timeout, so a master that
-//! is paused, blackholed or refusing connections costs at most that long and never holds up the
-//! requests sent to the other masters, which run concurrently. A refused connection fails at once
-//! and is retried on the next command; it never blocks on a multi-second reconnect loop. Each
+//! and no lock on the connection. Every command is bounded by the timeout it is sent with, so a
+//! master that is paused, blackholed or refusing connections costs at most that long and never holds
+//! up the requests sent to the other masters, which run concurrently. A refused connection fails at
+//! once and is retried on the next command; it never blocks on a multi-second reconnect loop. Each
 //! connection queues up to [`PIPELINE_BUFFER`] requests before a sender has to wait for room:
 //! redis-rs's default of 50 made hundreds of concurrent tasks park on the queue and wake again.
 //!
-//! A plain lock's release and extend go out as `EVALSHA` once this connection has run them as
-//! `EVAL` (see `lua.rs`): a master restart always drops the connection and starts a new epoch here,
-//! so a script is sent by SHA1 only to a server process known to have it cached, and a `NOSCRIPT`
-//! reply falls back to `EVAL` at once. Other scripts (lock kinds, fencing) still carry their source.
+//! The watchdog's batches travel on a second connection, opened on first use and closed on request
+//! (after a large batch), and waits open pub/sub connections of their own.
 
-use std::fmt;
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::FutureExt;
+use futures::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
+use redis::{Client, Cmd, Pipeline, RedisError};
 
-use crate::error::{redact_url, BuildError, NodeErrorKind};
-use crate::lua::{ScriptCall, SCRIPTS};
-
-/// Compare-and-delete, publishing the release on the resource's channel.
-pub(crate) const RELEASE_SCRIPT: &str = include_str!("scripts/release.lua");
-/// Compare-and-PEXPIRE.
-pub(crate) const EXTEND_SCRIPT: &str = include_str!("scripts/extend.lua");
+use crate::error::{classify, describe, redact_url, BuildError, NodeErrorKind};
+use crate::seam::{
+    BatchRequest, Control, Master, Message, Request, Subscriber, SubscriberControl, Subscribing,
+};
 
 /// Requests a master's shared connection queues before senders wait for room (redis-rs: 50).
 const PIPELINE_BUFFER: usize = 1024;
 
-/// What a compare-and-act script found on one master.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Found {
-    /// Our token was there, and the script acted on it.
-    Ours,
-    /// The key was absent.
-    Absent,
-    /// Another token holds the key.
-    Other,
-}
-
-impl Found {
-    fn from_reply(reply: i64) -> Result<Self, NodeErrorKind> {
-        match reply {
-            1 => Ok(Found::Ours),
-            0 => Ok(Found::Absent),
-            -1 => Ok(Found::Other),
-            other => Err(NodeErrorKind::Protocol(format!(
-                "script returned {other}, expected 1, 0 or -1"
-            ))),
-        }
-    }
-
-    /// As a vote outcome: only `Ours` is a yes.
-    pub(crate) fn into_result(self) -> Result<(), NodeErrorKind> {
-        match self {
-            Found::Ours => Ok(()),
-            Found::Absent => Err(NodeErrorKind::Absent),
-            Found::Other => Err(NodeErrorKind::Held),
-        }
-    }
-}
-
-/// A connection to one master.
-#[derive(Clone)]
+/// A connection to one master over redis-rs.
 pub(crate) struct Node {
-    index: usize,
     addr: String,
     client: Client,
     conn: ConnectionManager,
-    timeout: Duration,
+    connect_timeout: Duration,
     /// How many commands failed on a lost or refused connection. A restart of the master always
     /// drops the connection, and the connection manager only reconnects after a command failed on
     /// it, so an unchanged count since a check of the master's `run_id` means no reply since came
     /// from a restarted master.
     disconnects: Arc<AtomicU64>,
-    /// Per script of `lua.rs`, one more than the disconnect count under which an `EVAL` of it last
-    /// succeeded on the shared connection (0: never): the script is cached on the current
-    /// connection's server while this equals `disconnects + 1`.
-    cached: Arc<[AtomicU64; SCRIPTS]>,
+    /// The batch connection, opened on first use.
+    batches: Mutex<Option<ConnectionManager>>,
 }
 
-impl fmt::Debug for Node {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never derive Debug here: the client holds the password.
-        f.debug_struct("Node")
-            .field("index", &self.index)
-            .field("addr", &self.addr)
-            .finish()
+        f.debug_struct("Node").field("addr", &self.addr).finish()
     }
 }
 
 impl Node {
-    /// Parses `url` and prepares a lazy connection; nothing is sent yet.
-    #[allow(dead_code)]
-    pub(crate) fn new(
-        index: usize,
+    /// Parses `url` and prepares a lazy connection, trusting `roots` (PEM) for a `rediss://` URL
+    /// instead of the system store; nothing is sent yet.
+    pub(crate) fn open(
         url: &str,
-        timeout: Duration,
-        connect_timeout: Duration,
-    ) -> Result<Self, BuildError> {
-        Self::with_roots(index, url, timeout, connect_timeout, None)
-    }
-
-    /// As [`Node::new`], trusting `roots` (PEM) for a `rediss://` URL instead of the system store.
-    pub(crate) fn with_roots(
-        index: usize,
-        url: &str,
-        timeout: Duration,
         connect_timeout: Duration,
         roots: Option<&[u8]>,
     ) -> Result<Self, BuildError> {
@@ -134,13 +75,13 @@ impl Node {
             .supports_resp3()
         {
             // Over RESP3 the connection manager also reconnects on a server push, with no failed
-            // command for `bounded` to count, and the restart guard would trust the new connection.
+            // command to count, and the restart guard would trust the new connection.
             return Err(invalid(
                 "RESP3 is not supported for lock masters; remove the protocol=resp3 parameter".into(),
             ));
         }
-        // No response timeout inside redis-rs: `bounded` already puts the node timeout on every
-        // command, and a second timer per command would only cost.
+        // No response timeout inside redis-rs: every request carries its own, and a second timer
+        // per command would only cost.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(connect_timeout))
             .set_response_timeout(None)
@@ -149,162 +90,126 @@ impl Node {
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
             .map_err(|e| invalid(describe(&e)))?;
         Ok(Self {
-            index,
             addr,
             client,
             conn,
-            timeout,
+            connect_timeout,
             disconnects: Arc::new(AtomicU64::new(0)),
-            cached: Arc::new(std::array::from_fn(|_| AtomicU64::new(0))),
+            batches: Mutex::new(None),
         })
     }
 
-    /// How many times the shared connection has been lost so far.
-    pub(crate) fn disconnects(&self) -> u64 {
-        self.disconnects.load(Ordering::SeqCst)
+    /// The batch connection, opened lazily on first use.
+    fn batch_connection(&self) -> Result<ConnectionManager, NodeErrorKind> {
+        let mut slot = self.batches.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(conn) = slot.as_ref() {
+            return Ok(conn.clone());
+        }
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_number_of_retries(0);
+        let conn =
+            ConnectionManager::new_lazy_with_config(self.client.clone(), config).map_err(|e| classify(&e))?;
+        *slot = Some(conn.clone());
+        Ok(conn)
     }
+}
 
-    /// The master's position in the configured list.
-    pub(crate) fn index(&self) -> usize {
-        self.index
+impl Node {
+    /// One command on the shared connection, bounded by `timeout`: what [`Master::send`] boxes.
+    ///
+    /// The timeout is built inside, next to the request it owns, so the request's future (the
+    /// connection manager's is over a kilobyte) is held once, not copied into a wrapper beside it.
+    fn request(
+        &self,
+        cmd: Arc<Cmd>,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = crate::seam::Reply> + Send + 'static {
+        let mut conn = self.conn.clone();
+        let disconnects = Arc::clone(&self.disconnects);
+        async move {
+            match tokio::time::timeout(timeout, conn.send_packed_command(&cmd)).await {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(err)) => Err(failed(&disconnects, &err)),
+                Err(_) => Err(NodeErrorKind::Timeout),
+            }
+        }
     }
+}
 
-    /// `host:port`, without credentials.
-    pub(crate) fn addr(&self) -> &str {
+/// A failure on the shared connection, counted when the connection manager will reconnect after it
+/// (a lost connection, a reply it could not parse, a failed handshake): no reply from the new
+/// connection is trusted before the master's identity is checked again.
+fn failed(disconnects: &AtomicU64, err: &RedisError) -> NodeErrorKind {
+    let kind = classify(err);
+    if matches!(kind, NodeErrorKind::Connection(_)) || err.is_unrecoverable_error() {
+        disconnects.fetch_add(1, Ordering::SeqCst);
+    }
+    kind
+}
+
+impl Master for Node {
+    fn addr(&self) -> &str {
         &self.addr
     }
 
-    /// The redis-rs client, for connections other than the shared one (pub/sub, renewals).
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
+    fn send(&self, cmd: Arc<Cmd>, timeout: Duration) -> Request {
+        Box::pin(self.request(cmd, timeout))
     }
 
-    /// Runs one request with the per-node timeout and classifies its failure.
-    ///
-    /// Not an `async fn`: one would keep `request` in its state next to the timeout that owns it,
-    /// doubling the size of every per-master future a fan-out allocates (the connection manager's
-    /// own request future is over a kilobyte). The timeout starts when this is called, and needs a
-    /// Tokio runtime then: build the future where it is polled.
-    fn bounded<T, F>(
-        &self,
-        timeout: Duration,
-        request: F,
-    ) -> impl Future<Output = Result<T, NodeErrorKind>> + use<'_, T, F>
-    where
-        F: Future<Output = Result<T, RedisError>>,
-    {
-        tokio::time::timeout(timeout, request).map(move |outcome| match outcome {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(err)) => {
-                let kind = classify(&err);
-                if matches!(kind, NodeErrorKind::Connection(_)) || err.is_unrecoverable_error() {
-                    // The connection manager reconnects after this (a lost connection, a reply it
-                    // could not parse, a failed handshake): no reply from the new connection is
-                    // trusted before the master's identity is checked again.
-                    self.disconnects.fetch_add(1, Ordering::SeqCst);
-                }
-                Err(kind)
+    fn send_batch(&self, batch: Arc<Pipeline>, skip: usize, count: usize, timeout: Duration) -> BatchRequest {
+        let conn = self.batch_connection();
+        Box::pin(async move {
+            let mut conn = conn?;
+            match tokio::time::timeout(timeout, conn.send_packed_commands(&batch, skip, count)).await {
+                Ok(Ok(values)) => Ok(values),
+                Ok(Err(err)) => Err(classify(&err)),
+                Err(_) => Err(NodeErrorKind::Timeout),
             }
-            Err(_) => Err(NodeErrorKind::Timeout),
         })
     }
 
-    /// Sends an already built command and returns the raw reply.
-    pub(crate) fn query<'a>(
-        &'a self,
-        cmd: &'a redis::Cmd,
-    ) -> impl Future<Output = Result<Value, NodeErrorKind>> + use<'a> {
-        let mut conn = self.conn.clone();
-        self.bounded(self.timeout, async move {
-            conn.send_packed_command(cmd).await?.extract_error()
+    fn close_batch_connection(&self) {
+        *self.batches.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    fn subscriber(&self, timeout: Duration) -> Subscribing {
+        let client = self.client.clone();
+        Box::pin(async move {
+            let pubsub = match tokio::time::timeout(timeout, client.get_async_pubsub()).await {
+                Ok(opened) => opened.map_err(|e| classify(&e))?,
+                Err(_) => return Err(NodeErrorKind::Timeout),
+            };
+            let (sink, stream) = pubsub.split();
+            let messages = stream.map(|msg| Message {
+                channel: msg.get_channel_name().to_owned(),
+                payload: msg.get_payload::<String>().unwrap_or_default(),
+            });
+            Ok(Subscriber {
+                control: Box::new(Sink(sink)),
+                messages: Box::pin(messages),
+            })
         })
     }
 
-    /// `SET key token NX PX ttl`, pre-built once per round: `Ok` when we got the key.
-    pub(crate) fn set_nx<'a>(
-        &'a self,
-        cmd: &'a redis::Cmd,
-    ) -> impl Future<Output = Result<(), NodeErrorKind>> + use<'a> {
-        self.query(cmd).map(|reply| match reply? {
-            Value::Okay => Ok(()),
-            Value::SimpleString(s) if s == "OK" => Ok(()),
-            Value::Nil => Err(NodeErrorKind::Held),
-            other => Err(NodeErrorKind::Protocol(format!("SET NX answered {other:?}"))),
-        })
-    }
-
-    /// Runs a compare-and-act script and reads its 1 / 0 / -1 answer.
-    pub(crate) async fn script(&self, cmd: &redis::Cmd) -> Result<Found, NodeErrorKind> {
-        found(self.query(cmd).await?)
-    }
-
-    /// Runs a compare-and-act script call: by SHA1 when this connection is known to have run the
-    /// script, else (or on `NOSCRIPT`) with its source, which caches it for the next calls.
-    pub(crate) async fn run_script(&self, call: &ScriptCall) -> Result<Found, NodeErrorKind> {
-        let slot = self.cached.get(call.script().slot);
-        let epoch = self.disconnects();
-        if slot.is_some_and(|s| s.load(Ordering::Acquire) == epoch.wrapping_add(1)) {
-            let mut conn = self.conn.clone();
-            let cmd = call.by_sha();
-            let reply = self
-                .bounded(self.timeout, async move {
-                    match conn.send_packed_command(cmd).await?.extract_error() {
-                        // Nothing ran: the cache was flushed under us. Send the source instead.
-                        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => Ok(None),
-                        other => other.map(Some),
-                    }
-                })
-                .await?;
-            if let Some(reply) = reply {
-                return found(reply);
-            }
-            if let Some(slot) = slot {
-                slot.store(0, Ordering::Release);
-            }
-        }
-        let epoch = self.disconnects();
-        let reply = self.query(&call.with_source()).await?;
-        // Only a success on the connection it was sent on, with no loss since, vouches for the cache.
-        if let Some(slot) = slot {
-            if self.disconnects() == epoch {
-                slot.store(epoch.wrapping_add(1), Ordering::Release);
-            }
-        }
-        found(reply)
-    }
-
-    /// Checks that the master answers, allowing `timeout` for a first connection.
-    pub(crate) async fn ping(&self, timeout: Duration) -> Result<(), NodeErrorKind> {
-        let mut conn = self.conn.clone();
-        let cmd = redis::cmd("PING");
-        self.bounded(timeout, async move {
-            conn.send_packed_command(&cmd).await?.extract_error()
-        })
-        .await
-        .map(drop)
+    fn disconnects(&self) -> u64 {
+        self.disconnects.load(Ordering::SeqCst)
     }
 }
 
-/// Reads a compare-and-act script's 1 / 0 / -1 answer.
-fn found(reply: Value) -> Result<Found, NodeErrorKind> {
-    match reply {
-        Value::Int(reply) => Found::from_reply(reply),
-        other => Err(NodeErrorKind::Protocol(format!("script answered {other:?}"))),
-    }
-}
+/// The sending half of a redis-rs pub/sub connection.
+struct Sink(redis::aio::PubSubSink);
 
-/// The message of a redis-rs error, without anything that could carry credentials.
-fn describe(err: &RedisError) -> String {
-    // A server's error reads as the server sent it ("NOAUTH Authentication required."), not as
-    // redis-rs formats it; only server errors have a code.
-    let mut text = match (err.code(), err.detail()) {
-        (Some(code), Some(detail)) => format!("{code} {detail}"),
-        _ => err.to_string(),
-    };
-    if text.contains('@') {
-        text = redact_url(&text);
+impl SubscriberControl for Sink {
+    fn subscribe(&self, channel: &str) -> Control {
+        let (mut sink, channel) = (self.0.clone(), channel.to_owned());
+        Box::pin(async move { sink.subscribe(channel).await.map_err(|e| classify(&e)) })
     }
-    text
+
+    fn unsubscribe(&self, channel: &str) -> Control {
+        let (mut sink, channel) = (self.0.clone(), channel.to_owned());
+        Box::pin(async move { sink.unsubscribe(channel).await.map_err(|e| classify(&e)) })
+    }
 }
 
 /// Schemes redis-rs connects with: TCP, TLS, and a Unix socket.
@@ -343,56 +248,34 @@ fn what_is_wrong_with(url: &str) -> Option<String> {
     None
 }
 
-/// Sorts a redis-rs error into what it means for the lock.
-pub(crate) fn classify(err: &RedisError) -> NodeErrorKind {
-    let code = err.code().unwrap_or_default();
-    if code == "WRONGTYPE" || err.to_string().contains("WRONGTYPE") {
-        return NodeErrorKind::WrongType;
-    }
-    if err.kind() == ErrorKind::AuthenticationFailed || matches!(code, "NOAUTH" | "WRONGPASS" | "NOPERM") {
-        return NodeErrorKind::Auth(describe(err));
-    }
-    if err.is_timeout() {
-        return NodeErrorKind::Timeout;
-    }
-    if err.is_io_error() || err.is_connection_refusal() || err.is_connection_dropped() {
-        return NodeErrorKind::Connection(describe(err));
-    }
-    match err.kind() {
-        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => NodeErrorKind::Protocol(describe(err)),
-        _ => NodeErrorKind::Server(describe(err)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A fan-out allocates one of these futures per master per round and per release, so each
-    /// must hold the connection manager's request future once: an `async fn` wrapper that keeps
-    /// its argument next to the timeout owning it doubles the allocation and the copy.
+    /// A fan-out allocates one of these requests per master per round and per release, so each
+    /// must hold the connection manager's request future once: a wrapper that keeps it next to
+    /// the timeout owning it doubles the allocation and the copy. What the fan-out itself keeps
+    /// per master is a pointer to it.
     #[tokio::test]
-    async fn per_master_futures_hold_the_request_once() {
-        let node = Node::new(
-            0,
-            "redis://127.0.0.1:1",
-            Duration::from_millis(50),
-            Duration::from_millis(50),
-        )
-        .expect("valid url");
-        let cmd = redis::cmd("PING");
+    async fn per_master_requests_hold_the_request_once() {
+        let node = Node::open("redis://127.0.0.1:1", Duration::from_millis(50), None).expect("valid url");
+        let cmd = Arc::new(redis::cmd("PING"));
         let mut conn = node.conn.clone();
         let request = std::mem::size_of_val(&conn.send_packed_command(&cmd));
-        let call = crate::lua::RELEASE.call(1, 2, 2).arg("k").arg("t");
-        let sizes = [
-            ("query", std::mem::size_of_val(&node.query(&cmd))),
-            ("set_nx", std::mem::size_of_val(&node.set_nx(&cmd))),
-            ("run_script", std::mem::size_of_val(&node.run_script(&call))),
+        let ours = std::mem::size_of_val(&node.request(Arc::clone(&cmd), Duration::from_millis(50)));
+        assert!(
+            ours < request * 3 / 2,
+            "{ours} bytes for a {request}-byte request future"
+        );
+        let link = crate::link::Link::new(0, Arc::new(node), Duration::from_millis(50));
+        let held = [
+            ("query", std::mem::size_of_val(&link.query(Arc::clone(&cmd)))),
+            ("set_nx", std::mem::size_of_val(&link.set_nx(Arc::clone(&cmd)))),
         ];
-        for (name, size) in sizes {
+        for (name, size) in held {
             assert!(
-                size < request * 3 / 2,
-                "{name}: {size} bytes for a {request}-byte request future"
+                size <= 2 * std::mem::size_of::<usize>(),
+                "{name}: {size} bytes kept inline"
             );
         }
     }

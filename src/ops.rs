@@ -1,36 +1,26 @@
 //! The commands that renew and release one held lock on a master, supplied by each lock kind.
 //!
-//! The coordinator, the guard and the watchdog only need to know how to extend and how to release a
-//! held lock; what those commands are depends on the kind of lock (a plain key, a reentrant hold
-//! count, a set of keys, a fair queue). Each kind implements [`LockOps`], so quorum counting,
-//! validity, release on drop and renewal are written once.
+//! The guard, the release mechanism and the watchdog only need to know how to extend and how to
+//! release a held lock; what those commands are depends on the kind of lock (a plain key, a
+//! reentrant hold count, a set of keys, a fair queue). Each kind implements [`LockOps`], so quorum
+//! counting, validity, release on drop and renewal are written once.
 
 use std::fmt;
 use std::sync::Arc;
 
-use redis::Cmd;
-
-use crate::config::RELEASE_CHANNEL_PREFIX;
-use crate::coordinator::ChannelArg;
+use crate::link::Call;
 use crate::lua::{ScriptCall, EXTEND, RELEASE};
+use crate::names::{ChannelArg, RELEASE_CHANNEL_PREFIX};
 
 /// How one held lock is extended and released on a master.
 ///
-/// Both commands must answer `1` when the lock was ours and the command acted on it, `0` when the
+/// Both calls must answer `1` when the lock was ours and the command acted on it, `0` when the
 /// lock is absent (expired), and `-1` when another holder has it.
 pub(crate) trait LockOps: Send + Sync + fmt::Debug + 'static {
-    /// The command that sets the lock's TTL to `ttl_ms` if we still hold it.
-    fn extend_cmd(&self, ttl_ms: u64) -> Cmd;
-    /// The command that releases the lock if we still hold it.
-    fn release_cmd(&self) -> Cmd;
-    /// The extend as a script call that may travel by SHA1, when the kind has one.
-    fn extend_call(&self, _ttl_ms: u64) -> Option<ScriptCall> {
-        None
-    }
-    /// The release as a script call that may travel by SHA1, when the kind has one.
-    fn release_call(&self) -> Option<ScriptCall> {
-        None
-    }
+    /// The call that sets the lock's TTL to `ttl_ms` if we still hold it.
+    fn extend(&self, ttl_ms: u64) -> Call;
+    /// The call that releases the lock if we still hold it.
+    fn release(&self) -> Call;
     /// For a reentrant lock, the owner's hold count when this hold was taken.
     fn holds(&self) -> Option<u64> {
         None
@@ -68,6 +58,23 @@ impl PlainLock {
             token: Arc::clone(token),
         }
     }
+
+    fn extend_call(&self, ttl_ms: u64) -> ScriptCall {
+        EXTEND
+            .call(1, 3, self.key.len() + self.token.len())
+            .arg(&*self.key)
+            .arg(&*self.token)
+            .arg(ttl_ms)
+    }
+
+    fn release_call(&self) -> ScriptCall {
+        let channel = RELEASE_CHANNEL_PREFIX.len() + self.key.len();
+        RELEASE
+            .call(1, 3, self.key.len() + self.token.len() + channel)
+            .arg(&*self.key)
+            .arg(&*self.token)
+            .arg(ChannelArg(&self.key))
+    }
 }
 
 impl fmt::Debug for PlainLock {
@@ -80,38 +87,11 @@ impl fmt::Debug for PlainLock {
 }
 
 impl LockOps for PlainLock {
-    fn extend_cmd(&self, ttl_ms: u64) -> Cmd {
-        self.extend_call_of(ttl_ms).with_source()
+    fn extend(&self, ttl_ms: u64) -> Call {
+        Call::Script(self.extend_call(ttl_ms))
     }
 
-    fn release_cmd(&self) -> Cmd {
-        self.release_call_of().with_source()
-    }
-
-    fn extend_call(&self, ttl_ms: u64) -> Option<ScriptCall> {
-        Some(self.extend_call_of(ttl_ms))
-    }
-
-    fn release_call(&self) -> Option<ScriptCall> {
-        Some(self.release_call_of())
-    }
-}
-
-impl PlainLock {
-    fn extend_call_of(&self, ttl_ms: u64) -> ScriptCall {
-        EXTEND
-            .call(1, 3, self.key.len() + self.token.len())
-            .arg(&*self.key)
-            .arg(&*self.token)
-            .arg(ttl_ms)
-    }
-
-    fn release_call_of(&self) -> ScriptCall {
-        let channel = RELEASE_CHANNEL_PREFIX.len() + self.key.len();
-        RELEASE
-            .call(1, 3, self.key.len() + self.token.len() + channel)
-            .arg(&*self.key)
-            .arg(&*self.token)
-            .arg(ChannelArg(&self.key))
+    fn release(&self) -> Call {
+        Call::Script(self.release_call())
     }
 }

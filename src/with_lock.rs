@@ -10,13 +10,14 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use tokio::time::Instant;
 use tracing::{instrument, warn};
 
-use crate::coordinator::Quorlock;
+use crate::client::Quorlock;
 use crate::error::{ReleaseError, WithLockError};
-use crate::guard::Held;
+use crate::lease::Lease;
 use crate::watchdog::KeepAlive;
 
 /// A cheap, clonable view of a lock held by [`Quorlock::with_lock`], handed to the work.
@@ -24,7 +25,7 @@ use crate::watchdog::KeepAlive;
 /// It owns what it refers to, so the work's future borrows nothing from the caller.
 #[derive(Clone)]
 pub struct LockHandle {
-    held: Arc<Held>,
+    held: Arc<Lease>,
 }
 
 impl fmt::Debug for LockHandle {
@@ -139,7 +140,7 @@ impl Quorlock {
         guard.keep_alive_with(opts);
         let started = Instant::now();
         let work = work(LockHandle {
-            held: Arc::clone(&guard.held),
+            held: Arc::clone(guard.lease()),
         });
         let output = tokio::select! {
             biased;

@@ -109,7 +109,7 @@ async fn client_loop(
             }
         };
         record.acquired = Some(clock.now());
-        record.validity_end = Some(clock.offset(guard.valid_until()));
+        record.validity_end = Some(clock.offset(guard.valid_until().into_std()));
         record.token = guard.token().to_owned();
         record.fencing = guard.fencing_token();
         let token = guard.fencing_token().unwrap_or(0);
@@ -286,7 +286,7 @@ async fn restart_wiped(enforce: bool, seed: u64) -> Vec<quorlock_chaos::checker:
         .await
         .expect("A acquires on the three live masters");
     first.acquired = Some(clock.now());
-    first.validity_end = Some(clock.offset(guard_a.valid_until()));
+    first.validity_end = Some(clock.offset(guard_a.valid_until().into_std()));
     first.token = guard_a.token().to_owned();
     // Immediately: the two come back empty, and one of A's masters restarts empty.
     c.restart(x, DataMode::Wipe).await.expect("restart");
@@ -298,7 +298,7 @@ async fn restart_wiped(enforce: bool, seed: u64) -> Vec<quorlock_chaos::checker:
         match b.try_acquire(RESOURCE, ttl).await {
             Ok(g) => {
                 record.acquired = Some(clock.now());
-                record.validity_end = Some(clock.offset(g.valid_until()));
+                record.validity_end = Some(clock.offset(g.valid_until().into_std()));
                 record.token = g.token().to_owned();
                 records.push(record);
                 // Keep the second hold: the overlap is the evidence.

@@ -151,7 +151,7 @@ async fn client_loop(
                 let mut record = LockRecord::invoked(client, "b", invoked);
                 record.token = guard.token().to_owned();
                 record.acquired = Some(acquired);
-                record.validity_end = Some(clock.offset(guard.valid_until()));
+                record.validity_end = Some(clock.offset(guard.valid_until().into_std()));
                 record.released = Some(released);
                 history.push(record);
                 let _ = guard.release().await;

@@ -5,7 +5,8 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use common::{builder, cluster, eventually, holders, locks, value};
 use quorlock::{KeepAlive, Quorlock, WithLockError};

@@ -231,12 +231,12 @@ impl Client {
                 }
             };
             record.acquired = Some(clock.now());
-            record.validity_end = Some(clock.offset(guard.valid_until()));
+            record.validity_end = Some(clock.offset(guard.valid_until().into_std()));
             record.token = guard.token().to_string();
             let hold = self.between(self.opts.hold.0, self.opts.hold.1);
             let checks_validity = self.opts.mode != ClientMode::IgnoreValidity;
-            if !checks_validity || Instant::now() + hold + self.opts.margin < guard.valid_until() {
-                self.critical_section(&resource, hold, guard.valid_until(), &mut stats)
+            if !checks_validity || Instant::now() + hold + self.opts.margin < guard.valid_until().into_std() {
+                self.critical_section(&resource, hold, guard.valid_until().into_std(), &mut stats)
                     .await;
             } else {
                 stats.skipped += 1;

@@ -9,21 +9,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-/// Why a backoff configuration is invalid.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum BackoffError {
-    /// The jitter is wider than the delay it spreads, so the delay could go negative.
-    #[error(
-        "retry jitter {jitter:?} is larger than the retry delay {delay:?} (a zero delay cannot take jitter)"
-    )]
-    JitterExceedsDelay {
-        /// The configured base delay.
-        delay: Duration,
-        /// The configured jitter.
-        jitter: Duration,
-    },
-}
+pub use crate::error::BackoffError;
 
 /// A retry delay of `delay ± jitter`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

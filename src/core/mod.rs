@@ -1,18 +1,30 @@
-//! The sans-IO heart of quorlock: everything that decides, nothing that talks.
+//! The sans-IO heart of quorlock: every decision, nothing that talks.
 //!
-//! This module has no tokio and no redis imports. Time comes in as an argument (`now: Instant`) and
-//! randomness through an injected [`rand::Rng`], so every decision here is deterministic and can be
-//! driven by property tests without a single Redis master:
+//! This module has no tokio and no redis imports. Time comes in as an argument (`now: Instant`,
+//! read by the callers from tokio's clock, so a paused clock drives every decision) and randomness
+//! through an injected [`rand::Rng`], so every decision here is deterministic and is driven by
+//! property tests without a single Redis master:
 //!
 //! - [`timing`]: quorum size, clock-drift allowance and validity arithmetic (checked, never wrapping);
 //! - [`tally`]: the acquisition tally, a state machine that decides as soon as the outcome is certain;
+//! - [`round`]: what a round that did not win reports, and the check for one server under two names;
+//! - [`release`]: the release verdict (released, expired, or unconfirmed);
+//! - [`expiry`]: when a held lock frees on a majority, from the masters' PTTLs;
+//! - [`admission`]: the restart-grace rule for counting a master's vote;
 //! - [`backoff`]: retry delays with bounded jitter, and the retry plan bounded by count and deadline;
-//! - [`fencing`]: fencing-token arithmetic, counter repair, and the model that proves tokens monotonic;
-//! - [`renewal`]: the watchdog's schedule (interval, shared ticks, capped holds) and its verdicts.
+//! - [`renewal`]: the watchdog's schedule (interval, shared ticks, capped holds) and its verdicts;
+//! - [`fencing`]: fencing-token arithmetic and counter repair, with the model that proves tokens
+//!   monotonic (test-only);
+//! - [`kinds`]: what a won round's replies mean for a kind beyond the plain lock.
 
+pub mod admission;
 pub mod backoff;
+pub mod expiry;
 pub mod fencing;
+pub mod kinds;
+pub mod release;
 pub mod renewal;
+pub mod round;
 pub mod tally;
 pub mod timing;
 

@@ -7,6 +7,8 @@
 
 use std::time::{Duration, Instant};
 
+pub use crate::error::TimingError;
+
 /// The fixed part of the drift allowance, added to `ttl * factor`: 2 ms.
 pub const DRIFT_FIXED: Duration = Duration::from_millis(2);
 
@@ -38,28 +40,6 @@ pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Dur
     ttl.checked_sub(drift)?
         .checked_sub(elapsed)
         .filter(|left| !left.is_zero())
-}
-
-/// Why a set of timing parameters cannot describe a lock.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum TimingError {
-    /// The TTL is zero.
-    #[error("the TTL must be greater than zero")]
-    ZeroTtl,
-    /// The drift factor is not a finite number in `[0, 1)`.
-    #[error("drift factor {0} is not a finite number in [0, 1)")]
-    DriftFactor(f64),
-    /// The TTL leaves no validity once the drift allowance is taken off.
-    #[error("TTL {ttl:?} is not longer than its drift allowance {drift:?} plus the minimum validity {min_validity:?}")]
-    TtlBelowDrift {
-        /// The TTL asked for.
-        ttl: Duration,
-        /// The drift allowance computed for it.
-        drift: Duration,
-        /// The configured minimum validity.
-        min_validity: Duration,
-    },
 }
 
 /// The timing of one lock: TTL, drift allowance and the least validity worth returning.

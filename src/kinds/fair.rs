@@ -25,37 +25,29 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use futures::FutureExt;
 use redis::Cmd;
 use tokio::sync::Notify;
 use tracing::{debug, field, instrument, warn};
 
-use super::{eval, int_reply, kind_key, FAIR_DEADLINES_SUFFIX, FAIR_QUEUE_SUFFIX, FAIR_TAG};
-use crate::coordinator::{release_channel, ttl_millis, Inner};
+use crate::background::Background;
+use crate::client::{Guard, Inner, Quorlock};
 use crate::core::Timing;
 use crate::error::{AcquireError, InputError, NodeErrorKind};
-use crate::guard::Guard;
-use crate::node::EXTEND_SCRIPT;
+use crate::link::{Call, Masters};
+use crate::lua::{
+    eval, int_reply, Found, EXTEND_SCRIPT, FAIR_ACQUIRE_SCRIPT as ACQUIRE_SCRIPT,
+    FAIR_LEAVE_SCRIPT as LEAVE_SCRIPT, FAIR_RELEASE_SCRIPT as RELEASE_SCRIPT,
+};
+use crate::names::{release_channel, ttl_millis, FAIR_DEADLINES_SUFFIX, FAIR_QUEUE_SUFFIX, FAIR_TAG};
 use crate::ops::LockOps;
+use crate::pubsub::Waiter;
+use crate::retry::policy::Sleep;
 use crate::token::{fresh_id, new_token, Hex};
-use crate::wait::Waiter;
-use crate::Quorlock;
 
 /// How long a waiter stays in the queue without a heartbeat by default: 5 s. A waiter refreshes it
 /// on every round (at least every third of it), so only a waiter that stopped calling lapses.
 pub const DEFAULT_FAIR_HEARTBEAT: Duration = Duration::from_secs(5);
-
-const ACQUIRE_SCRIPT: &str = concat!(
-    include_str!("../scripts/fair_common.lua"),
-    include_str!("../scripts/fair_acquire.lua")
-);
-const RELEASE_SCRIPT: &str = concat!(
-    include_str!("../scripts/fair_common.lua"),
-    include_str!("../scripts/fair_release.lua")
-);
-const LEAVE_SCRIPT: &str = concat!(
-    include_str!("../scripts/fair_common.lua"),
-    include_str!("../scripts/fair_leave.lua")
-);
 
 /// A waiter's place in a fair lock's queue: its time in milliseconds since the Unix epoch, then a
 /// random id that breaks ties. Tickets compare in the order the masters serve them.
@@ -170,7 +162,7 @@ impl fmt::Debug for FairWaiter {
 
 impl FairWaiter {
     fn new(inner: &Inner, resource: &str, ticket: Ticket, token: Arc<str>) -> Self {
-        let lock = kind_key(inner, FAIR_TAG, resource);
+        let lock = inner.names().tagged(FAIR_TAG, resource);
         let queue = format!("{lock}{FAIR_QUEUE_SUFFIX}");
         let deadlines = format!("{lock}{FAIR_DEADLINES_SUFFIX}");
         let channel = release_channel(&lock);
@@ -199,9 +191,13 @@ impl FairWaiter {
     }
 
     /// Takes the ticket out of the queue on every master; failures only cost a heartbeat.
-    async fn leave(&self, inner: &Inner) {
-        let cmd = self.leave_cmd();
-        let replies = futures::future::join_all(inner.nodes.iter().map(|node| node.script(&cmd))).await;
+    async fn leave(&self, masters: &Masters) {
+        let cmd = Arc::new(self.leave_cmd());
+        let replies = futures::future::join_all(masters.iter().map(|link| {
+            link.query(Arc::clone(&cmd))
+                .map(|reply| reply.and_then(Found::from_reply))
+        }))
+        .await;
         for (node, reply) in replies.into_iter().enumerate() {
             if let Err(error) = reply {
                 warn!(node, %error, "could not leave the fair queue on a master; the ticket lapses with its heartbeat");
@@ -211,16 +207,16 @@ impl FairWaiter {
 }
 
 impl LockOps for FairWaiter {
-    fn extend_cmd(&self, ttl_ms: u64) -> Cmd {
+    fn extend(&self, ttl_ms: u64) -> Call {
         let mut cmd = eval(EXTEND_SCRIPT, &self.keys[..1]);
         cmd.arg(&*self.token).arg(ttl_ms);
-        cmd
+        Call::Command(Arc::new(cmd))
     }
 
-    fn release_cmd(&self) -> Cmd {
+    fn release(&self) -> Call {
         let mut cmd = eval(RELEASE_SCRIPT, &self.keys);
         cmd.arg(&*self.token).arg(&self.channel).arg(&self.ticket.id);
-        cmd
+        Call::Command(Arc::new(cmd))
     }
 }
 
@@ -238,17 +234,19 @@ struct Wake {
     waiter: Arc<Waiter>,
     turn: Arc<Notify>,
     timeout: Duration,
+    /// The longest pause between rounds: a third of the heartbeat, so the ticket never lapses.
+    cap: Duration,
     subscribing: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Wake {
-    fn start(inner: &Inner, waiter: &FairWaiter) -> Self {
-        let mut listener = inner.waits.waiter(&waiter.keys[0]);
+    fn start(inner: &Inner, waiter: &FairWaiter, cap: Duration) -> Self {
+        let mut listener = inner.waits().waiter(&waiter.keys[0]);
         let turn = listener.named(&waiter.ticket.id);
         let listener = Arc::new(listener);
-        let timeout = inner.config.node_timeout;
+        let timeout = inner.config().node_timeout;
         // In the background nothing waits on it: a first connection gets the connect timeout.
-        let first = inner.config.connect_timeout;
+        let first = inner.config().connect_timeout;
         let subscribing = tokio::runtime::Handle::try_current().ok().map(|handle| {
             let listener = Arc::clone(&listener);
             handle.spawn(async move {
@@ -260,6 +258,7 @@ impl Wake {
             waiter: listener,
             turn,
             timeout,
+            cap,
             subscribing,
         }
     }
@@ -279,6 +278,12 @@ impl Wake {
     }
 }
 
+impl Sleep for Wake {
+    fn sleep(&self, delay: Duration, _contended: bool) -> impl Future<Output = ()> + Send {
+        self.pause(delay.min(self.cap))
+    }
+}
+
 impl Drop for Wake {
     fn drop(&mut self) {
         if let Some(subscribing) = self.subscribing.take() {
@@ -290,7 +295,7 @@ impl Drop for Wake {
 /// Leaves the queue from a spawned task unless disarmed: the cancel-safety net of a fair wait, and
 /// the tidy-up after success (the ticket may linger on masters that did not grant the lock).
 struct LeaveOnDrop {
-    armed: Option<(Arc<Inner>, Arc<FairWaiter>)>,
+    armed: Option<(Arc<Masters>, Background, Arc<FairWaiter>)>,
 }
 
 impl LeaveOnDrop {
@@ -301,14 +306,13 @@ impl LeaveOnDrop {
 
 impl Drop for LeaveOnDrop {
     fn drop(&mut self) {
-        let Some((inner, waiter)) = self.armed.take() else {
+        let Some((masters, background, waiter)) = self.armed.take() else {
             return;
         };
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
-                let leaving = Arc::clone(&inner);
-                inner.background.spawn_on(&handle, async move {
-                    waiter.leave(&leaving).await;
+                background.spawn_on(&handle, async move {
+                    waiter.leave(&masters).await;
                     debug!(ticket = waiter.ticket.id(), "left the fair queue");
                 });
             }
@@ -369,11 +373,9 @@ impl Quorlock {
         options: FairOptions,
     ) -> Result<Guard, AcquireError> {
         let (timing, waiter) = prepare(&self.inner, resource, ttl, options.ticket, options.heartbeat)?;
-        let cap = options.heartbeat / 3;
         let heartbeat_ms = ttl_millis(options.heartbeat);
-        let wake = Wake::start(&self.inner, &waiter);
-        let pause = |delay: Duration, _contended: bool| wake.pause(delay.min(cap));
-        let wait = self.inner.retrying(resource, pause, || {
+        let wake = Wake::start(&self.inner, &waiter, options.heartbeat / 3);
+        let wait = self.inner.retrying(resource, wake, || {
             round(&self.inner, resource, &waiter, timing, heartbeat_ms)
         });
         queued(&self.inner, &waiter, wait).await
@@ -425,12 +427,16 @@ where
     F: Future<Output = Result<Guard, AcquireError>>,
 {
     let mut leave = LeaveOnDrop {
-        armed: Some((Arc::clone(inner), Arc::clone(waiter))),
+        armed: Some((
+            Arc::clone(inner.masters()),
+            inner.background().clone(),
+            Arc::clone(waiter),
+        )),
     };
     let result = wait.await;
     if result.is_err() {
         leave.disarm();
-        waiter.leave(inner).await;
+        waiter.leave(inner.masters()).await;
     }
     result
 }
@@ -449,18 +455,16 @@ async fn round(
     let key = Arc::clone(&waiter.keys[0]);
     let token = Arc::clone(&waiter.token);
     inner
-        .round_with(resource, key, token, timing, ops, |node| {
-            let cmd = Arc::clone(&cmd);
-            async move {
-                match int_reply(node.query(&cmd).await?, "fair acquire")? {
+        .acquire_round(resource, key, token, timing, ops, |link| {
+            link.query(Arc::clone(&cmd))
+                .map(|reply| match int_reply(reply?, "fair acquire")? {
                     1 => Ok(()),
                     -1 => Err(NodeErrorKind::Held),
                     0 => Err(NodeErrorKind::Queued),
                     other => Err(NodeErrorKind::Protocol(format!(
                         "fair acquire answered {other}, expected 1, 0 or -1"
                     ))),
-                }
-            }
+                })
         })
         .await
 }

@@ -13,22 +13,21 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::FutureExt;
 use redis::{Cmd, Value};
 use tracing::{field, instrument};
 
-use super::eval;
-use crate::config::RELEASE_CHANNEL_PREFIX;
-use crate::coordinator::{ttl_millis, Inner};
+use crate::client::{Guard, Inner, Quorlock};
 use crate::core::Timing;
 use crate::error::{AcquireError, InputError, NodeErrorKind};
-use crate::guard::Guard;
+use crate::link::Call;
+use crate::lua::{
+    eval, MULTI_ACQUIRE_SCRIPT as ACQUIRE_SCRIPT, MULTI_EXTEND_SCRIPT as EXTEND_SCRIPT,
+    MULTI_RELEASE_SCRIPT as RELEASE_SCRIPT,
+};
+use crate::names::{ttl_millis, RELEASE_CHANNEL_PREFIX};
 use crate::ops::LockOps;
 use crate::token::new_token;
-use crate::Quorlock;
-
-const ACQUIRE_SCRIPT: &str = include_str!("../scripts/multi_acquire.lua");
-const RELEASE_SCRIPT: &str = include_str!("../scripts/multi_release.lua");
-const EXTEND_SCRIPT: &str = include_str!("../scripts/multi_extend.lua");
 
 /// A held set of resources: how it is extended and released on one master.
 pub(crate) struct MultiLock {
@@ -55,16 +54,16 @@ impl MultiLock {
 }
 
 impl LockOps for MultiLock {
-    fn extend_cmd(&self, ttl_ms: u64) -> Cmd {
+    fn extend(&self, ttl_ms: u64) -> Call {
         let mut cmd = eval(EXTEND_SCRIPT, &self.keys);
         cmd.arg(&*self.token).arg(ttl_ms);
-        cmd
+        Call::Command(Arc::new(cmd))
     }
 
-    fn release_cmd(&self) -> Cmd {
+    fn release(&self) -> Call {
         let mut cmd = eval(RELEASE_SCRIPT, &self.keys);
         cmd.arg(&*self.token).arg(RELEASE_CHANNEL_PREFIX);
-        cmd
+        Call::Command(Arc::new(cmd))
     }
 
     fn resources(&self) -> Option<&[String]> {
@@ -142,7 +141,7 @@ impl Quorlock {
         S: AsRef<str>,
     {
         let (set, timing) = ResourceSet::checked(&self.inner, resources, ttl)?;
-        let keys = set.names.iter().map(|r| self.inner.key(r)).collect();
+        let keys = set.names.iter().map(|r| self.inner.names().key(r)).collect();
         self.inner
             .retrying_woken(&set.label, keys, || round(&self.inner, &set, timing))
             .await
@@ -166,7 +165,7 @@ impl Quorlock {
 
 /// One quorum round taking every resource of `set` on each master, or none.
 async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<Guard, AcquireError> {
-    let keys: Vec<String> = set.names.iter().map(|r| inner.key(r)).collect();
+    let keys: Vec<String> = set.names.iter().map(|r| inner.names().key(r)).collect();
     let token = new_token()?;
     let lock = MultiLock {
         resources: set.names.clone(),
@@ -181,10 +180,10 @@ async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<
     let cmd = Arc::new(cmd);
     let resources = set.names.len();
     let result = inner
-        .round_with(&set.label, key_label.into(), token, timing, ops, |node| {
-            let (cmd, held) = (Arc::clone(&cmd), Arc::clone(&held));
-            async move {
-                let conflicts = conflicts(node.query(&cmd).await?, resources)?;
+        .acquire_round(&set.label, key_label.into(), token, timing, ops, |link| {
+            let held = Arc::clone(&held);
+            link.query(Arc::clone(&cmd)).map(move |reply| {
+                let conflicts = conflicts(reply?, resources)?;
                 if conflicts.is_empty() {
                     return Ok(());
                 }
@@ -192,7 +191,7 @@ async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<
                     .unwrap_or_else(PoisonError::into_inner)
                     .extend(conflicts);
                 Err(NodeErrorKind::Held)
-            }
+            })
         })
         .await;
     let held = std::mem::take(&mut *held.lock().unwrap_or_else(PoisonError::into_inner));

@@ -15,21 +15,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::FutureExt;
 use redis::Cmd;
 use tracing::{field, instrument};
 
-use super::{eval, int_reply, kind_key, REENTRANT_TAG};
-use crate::coordinator::{release_channel, ttl_millis, Inner};
-use crate::core::{quorum, Timing};
+use crate::client::{Guard, Inner, Quorlock};
+use crate::core::kinds::majority_count;
+use crate::core::Timing;
 use crate::error::{AcquireError, InputError, NodeErrorKind};
-use crate::guard::Guard;
+use crate::link::Call;
+use crate::lua::{
+    eval, int_reply, REENTRANT_ACQUIRE_SCRIPT as ACQUIRE_SCRIPT, REENTRANT_EXTEND_SCRIPT as EXTEND_SCRIPT,
+    REENTRANT_RELEASE_SCRIPT as RELEASE_SCRIPT,
+};
+use crate::names::{release_channel, ttl_millis, REENTRANT_TAG};
 use crate::ops::LockOps;
 use crate::token::{fresh_id, new_token, Hex};
-use crate::Quorlock;
-
-const ACQUIRE_SCRIPT: &str = include_str!("../scripts/reentrant_acquire.lua");
-const RELEASE_SCRIPT: &str = include_str!("../scripts/reentrant_release.lua");
-const EXTEND_SCRIPT: &str = include_str!("../scripts/reentrant_extend.lua");
 
 /// Who holds a reentrant lock: holds taken with equal owners re-enter, others exclude each other.
 ///
@@ -120,18 +121,18 @@ impl ReentrantHold {
 }
 
 impl LockOps for ReentrantHold {
-    fn extend_cmd(&self, ttl_ms: u64) -> Cmd {
+    fn extend(&self, ttl_ms: u64) -> Call {
         let mut cmd = eval(EXTEND_SCRIPT, &[&self.key]);
         cmd.arg(&self.owner_field).arg(&self.hold_field).arg(ttl_ms);
-        cmd
+        Call::Command(Arc::new(cmd))
     }
 
-    fn release_cmd(&self) -> Cmd {
+    fn release(&self) -> Call {
         let mut cmd = eval(RELEASE_SCRIPT, &[&self.key]);
         cmd.arg(&self.owner_field)
             .arg(&self.hold_field)
             .arg(&self.channel);
-        cmd
+        Call::Command(Arc::new(cmd))
     }
 
     fn holds(&self) -> Option<u64> {
@@ -173,7 +174,7 @@ impl Quorlock {
         ttl: Duration,
     ) -> Result<Guard, AcquireError> {
         let timing = check(&self.inner, resource, owner, ttl)?;
-        let key = kind_key(&self.inner, REENTRANT_TAG, resource);
+        let key = self.inner.names().tagged(REENTRANT_TAG, resource);
         self.inner
             .retrying_woken(resource, vec![key], || {
                 round(&self.inner, resource, owner, timing)
@@ -212,19 +213,19 @@ async fn round(
     timing: Timing,
 ) -> Result<Guard, AcquireError> {
     // One copy of the key for the hold, the round and its guard.
-    let key: Arc<str> = kind_key(inner, REENTRANT_TAG, resource).into();
+    let key: Arc<str> = inner.names().tagged(REENTRANT_TAG, resource).into();
     let token = new_token()?;
     let hold = Arc::new(ReentrantHold::new(&key, owner, &token));
-    let cmd = hold.acquire_cmd(ttl_millis(timing.ttl()));
-    let cmd = Arc::new(cmd);
+    let cmd = Arc::new(hold.acquire_cmd(ttl_millis(timing.ttl())));
     // Shared with the requests: those still in flight at the decision finish in a task.
-    let counts: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::with_capacity(inner.nodes.len())));
+    let masters = inner.masters().len();
+    let counts: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::with_capacity(masters)));
     let ops: Arc<dyn LockOps> = Arc::clone(&hold) as Arc<dyn LockOps>;
     let guard = inner
-        .round_with(resource, key, token, timing, ops, |node| {
-            let (cmd, counts) = (Arc::clone(&cmd), Arc::clone(&counts));
-            async move {
-                let count = int_reply(node.query(&cmd).await?, "reentrant acquire")?;
+        .acquire_round(resource, key, token, timing, ops, |link| {
+            let counts = Arc::clone(&counts);
+            link.query(Arc::clone(&cmd)).map(move |reply| {
+                let count = int_reply(reply?, "reentrant acquire")?;
                 match u64::try_from(count) {
                     Ok(count) if count > 0 => {
                         counts.lock().unwrap_or_else(PoisonError::into_inner).push(count);
@@ -235,20 +236,13 @@ async fn round(
                         "reentrant acquire answered {count}, expected a hold count or -1"
                     ))),
                 }
-            }
+            })
         })
         .await?;
     let counts = std::mem::take(&mut *counts.lock().unwrap_or_else(PoisonError::into_inner));
     hold.holds
-        .store(majority_count(counts, inner.nodes.len()), Ordering::Relaxed);
+        .store(majority_count(counts, masters), Ordering::Relaxed);
     Ok(guard)
-}
-
-/// The largest hold count that a majority of the `masters` reported at least.
-fn majority_count(mut counts: Vec<u64>, masters: usize) -> u64 {
-    counts.sort_unstable_by(|a, b| b.cmp(a));
-    let at = quorum(masters).saturating_sub(1);
-    counts.get(at).or(counts.last()).copied().unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -279,13 +273,5 @@ mod tests {
             "{shown}"
         );
         assert!(!shown.contains(token), "{shown}");
-    }
-
-    #[test]
-    fn the_hold_count_is_what_a_majority_has() {
-        assert_eq!(majority_count(vec![2, 1, 2], 3), 2);
-        assert_eq!(majority_count(vec![3, 1], 3), 1);
-        assert_eq!(majority_count(vec![3, 3, 1, 2, 3], 5), 3);
-        assert_eq!(majority_count(vec![1, 2, 3], 5), 1);
     }
 }

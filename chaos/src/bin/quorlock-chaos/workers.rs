@@ -128,7 +128,7 @@ async fn work(locks: Quorlock, board: Arc<Board>, client: usize, which: usize, r
                 let granted_in = board.current();
                 let mut record = LockRecord::invoked(client, resource.as_str(), invoked);
                 record.acquired = Some(clock.now());
-                record.validity_end = Some(clock.offset(guard.valid_until()));
+                record.validity_end = Some(clock.offset(guard.valid_until().into_std()));
                 record.token = guard.token().to_owned();
                 // The unsafe read-modify-write that the lock protects.
                 let witness = &board.witness[which];

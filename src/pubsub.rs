@@ -1,54 +1,36 @@
-//! Blocking waits woken by release: the retrying `acquire` listens for the holder's release instead
-//! of sleeping out a fixed delay.
+//! The pub/sub hub: release announcements, heard once per process and handed to its waiters.
 //!
-//! The release script publishes the released token on `quorlock:released:{key}` on every master
+//! Every release script publishes the released token on `quorlock:released:{key}` on every master
 //! where it deleted the key. A process keeps one pub/sub connection per master, opened on the first
 //! contended wait and shared by every waiter; a channel is subscribed while at least one waiter in
-//! the process wants it. The wait loop of `acquire`:
+//! the process wants it, and unsubscribed when the last one leaves. A connection that closes marks
+//! its channels unsubscribed on that master, and the next waiter subscribes them again.
 //!
-//! 1. queues on the local turn for the key, when local queueing is on (see `coalesce`);
-//! 2. makes an attempt; if the key is held by another holder, subscribes to its channel and makes
-//!    one more attempt at once, so a release that came between the first attempt and the
-//!    subscription is not missed;
-//! 3. then waits until a release is announced, or until the key would expire on a majority (its
-//!    PTTL, read from the masters: a holder that crashed never announces), whichever comes first,
-//!    all within the wait deadline, and tries again.
-//!
-//! The announcements of one release (one per master) wake one waiter once, when a majority of the
-//! masters this process listens to has announced it (so the retry finds the key free on a
-//! majority rather than racing the release on the slower masters); many waiters do not stampede. When no master accepts the subscription, the wait falls back to jittered polling with
-//! the configured retry delay, with a warning.
-//!
-//! The lock kinds that retry through `Inner::retrying_woken` (reentrant, multi-resource, fenced) use
-//! [`ReleaseWake`]: the same shared subscriptions, on the kinds' own keys, with the retry delay as
-//! the fallback.
+//! The announcements of one release (one per master) wake one plain waiter once, when a majority of
+//! the masters this process listens to has announced it (so the retry finds the key free on a
+//! majority rather than racing the release on the slower masters); many waiters do not stampede.
+//! Kind waiters watch a count of releases instead ([`Waiter::releases`]), and fair waiters are woken
+//! by a message that names their ticket ([`Waiter::named`]). When and how a waiter retries is the
+//! retry policy's business (`retry/policy.rs`).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
-use rand::Rng;
-use redis::aio::PubSubSink;
-use redis::{Client, Msg, Value};
 use tokio::sync::Notify;
 use tokio::task::{AbortHandle, JoinHandle};
-use tracing::{debug, warn, Span};
+use tokio::time::Instant;
+use tracing::{debug, warn};
 
-use crate::coordinator::{release_channel, Inner};
-use crate::core::{quorum, Timing};
-use crate::error::{AcquireError, NodeErrorKind};
-use crate::guard::Guard;
-use crate::node::{classify, Node};
+use crate::core::quorum;
+use crate::error::NodeErrorKind;
+use crate::link::Masters;
+use crate::names::release_channel;
+use crate::seam::{Master, Message, SubscriberControl};
 
-/// Stands in for a wait deadline too far away to represent: about 30 years.
-const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
-
-/// The longest a waiter sleeps without an announcement when the key's expiry cannot be read (a
-/// key without a TTL, or too few masters answering): 1 s. It bounds the cost of a missed message.
-pub const MAX_FALLBACK_WAIT: Duration = Duration::from_secs(1);
 /// How long a master whose pub/sub connection failed is left alone before reconnecting: 1 s.
 pub const PUBSUB_RECONNECT_DELAY: Duration = Duration::from_secs(1);
 
@@ -59,7 +41,7 @@ pub(crate) struct Waits {
 
 struct Hub {
     channels: Mutex<HashMap<String, Arc<Channel>>>,
-    masters: Vec<Master>,
+    masters: Vec<Listener>,
     /// Source of connection generations: a channel subscribed on generation `g` of a master must
     /// subscribe again once that master reconnected.
     generations: AtomicU64,
@@ -70,15 +52,14 @@ struct Hub {
 }
 
 /// One master's pub/sub connection, opened on demand.
-struct Master {
+struct Listener {
     index: usize,
-    addr: String,
-    client: Client,
-    conn: tokio::sync::Mutex<Link>,
+    master: Arc<dyn Master>,
+    conn: tokio::sync::Mutex<Connection>,
 }
 
 #[derive(Default)]
-struct Link {
+struct Connection {
     live: Option<Live>,
     /// No reconnect before this instant, after a failure.
     retry_after: Option<Instant>,
@@ -91,7 +72,7 @@ struct Link {
 }
 
 struct Live {
-    sink: PubSubSink,
+    sink: Box<dyn SubscriberControl>,
     generation: u64,
     alive: Arc<AtomicBool>,
     reader: AbortHandle,
@@ -161,17 +142,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Waits {
-    pub(crate) fn new(nodes: &[Node], connect_timeout: Duration) -> Self {
+    pub(crate) fn new(masters: &Masters, connect_timeout: Duration) -> Self {
         Self {
             hub: Arc::new(Hub {
                 channels: Mutex::new(HashMap::new()),
-                masters: nodes
+                masters: masters
                     .iter()
-                    .map(|node| Master {
-                        index: node.index(),
-                        addr: node.addr().to_owned(),
-                        client: node.client().clone(),
-                        conn: tokio::sync::Mutex::new(Link::default()),
+                    .map(|link| Listener {
+                        index: link.index(),
+                        master: Arc::clone(link.master()),
+                        conn: tokio::sync::Mutex::new(Connection::default()),
                     })
                     .collect(),
                 generations: AtomicU64::new(1),
@@ -203,6 +183,13 @@ impl Waits {
     }
 }
 
+impl Waits {
+    /// Warns, once per client, that a wait for `resource` found no master to subscribe on.
+    pub(crate) fn warn_polling(&self, resource: &str) {
+        self.hub.warn_polling(resource);
+    }
+}
+
 impl Hub {
     /// Warns, once per client, that a wait for `resource` found no master to subscribe on.
     fn warn_polling(&self, resource: &str) {
@@ -219,12 +206,12 @@ impl Hub {
     }
 
     /// Hands one announcement to the waiters of its channel.
-    fn deliver(&self, msg: &Msg) {
-        let name = msg.get_channel_name();
+    fn deliver(&self, msg: &Message) {
+        let name = msg.channel.as_str();
         let Some(channel) = self.channels().get(name).cloned() else {
             return;
         };
-        let token: String = msg.get_payload().unwrap_or_default();
+        let token = msg.payload.clone();
         if let Some(named) = lock(&channel.named).get(&token) {
             named.notify_one();
         }
@@ -256,7 +243,7 @@ impl Hub {
     }
 }
 
-impl Master {
+impl Listener {
     /// Makes sure `channel` is subscribed on this master's current connection, connecting first if
     /// needed. Returns whether it is.
     async fn ensure(&self, hub: &Arc<Hub>, channel: &Channel) -> bool {
@@ -272,7 +259,7 @@ impl Master {
                     return false;
                 }
                 link.connecting = Some(tokio::spawn(connect(
-                    self.client.clone(),
+                    Arc::clone(&self.master),
                     self.index,
                     Arc::downgrade(hub),
                     hub.connect_timeout,
@@ -292,7 +279,7 @@ impl Master {
                 }
                 Ok(Err(error)) => {
                     link.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
-                    warn!(node = self.index, addr = %self.addr, %error, "cannot open the pub/sub connection; waiters fall back to their timers");
+                    warn!(node = self.index, addr = %self.master.addr(), %error, "cannot open the pub/sub connection; waiters fall back to their timers");
                     return false;
                 }
                 Err(error) => {
@@ -319,14 +306,14 @@ impl Master {
             return true;
         }
         set(None, Sub::Sent(generation));
-        match live.sink.clone().subscribe(&channel.name).await {
+        match live.sink.subscribe(&channel.name).await {
             Ok(()) => {
                 // Unless the connection closed meanwhile (its reader then reset the state).
                 set(Some(Sub::Sent(generation)), Sub::On(generation));
                 true
             }
-            Err(err) => {
-                debug!(node = self.index, error = %classify(&err), "SUBSCRIBE failed");
+            Err(error) => {
+                debug!(node = self.index, %error, "SUBSCRIBE failed");
                 set(Some(Sub::Sent(generation)), Sub::Off);
                 false
             }
@@ -347,8 +334,8 @@ impl Master {
             .get(self.index)
             .is_some_and(|state| state.maybe_on(live.generation));
         if subscribed {
-            if let Err(err) = live.sink.clone().unsubscribe(&channel.name).await {
-                debug!(node = self.index, error = %classify(&err), "UNSUBSCRIBE failed");
+            if let Err(error) = live.sink.unsubscribe(&channel.name).await {
+                debug!(node = self.index, %error, "UNSUBSCRIBE failed");
             }
         }
     }
@@ -356,16 +343,13 @@ impl Master {
 
 /// Opens master `index`'s pub/sub connection within `timeout` and starts the task that reads it.
 async fn connect(
-    client: Client,
+    master: Arc<dyn Master>,
     index: usize,
     weak: Weak<Hub>,
     timeout: Duration,
 ) -> Result<Live, NodeErrorKind> {
-    let pubsub = match tokio::time::timeout(timeout, client.get_async_pubsub()).await {
-        Ok(opened) => opened.map_err(|e| classify(&e))?,
-        Err(_) => return Err(NodeErrorKind::Timeout),
-    };
-    let (sink, mut stream) = pubsub.split();
+    let subscriber = master.subscriber(timeout).await?;
+    let (sink, mut stream) = (subscriber.control, subscriber.messages);
     let alive = Arc::new(AtomicBool::new(true));
     let flag = Arc::clone(&alive);
     let generation = match weak.upgrade() {
@@ -468,272 +452,27 @@ impl Drop for Waiter {
     }
 }
 
-/// Wakes the retrying acquire of a lock kind (reentrant, multi-resource, fenced) when a release of
-/// one of its keys is announced, instead of leaving it to sleep out the jittered retry delay.
-///
-/// The first pause after an attempt refused by another holder subscribes to the keys' release
-/// channels and returns at once, so a release announced between that attempt and the subscription
-/// is not missed. Later pauses last the retry delay unless a release is announced first. With
-/// announcements switched off, or when no master accepts the subscription (warned once), every
-/// pause is the plain delay. The fallback stays the retry delay rather than the key's PTTL: a
-/// kind's keys are hashes or sets of keys whose expiry says less about when the lock frees.
-struct ReleaseWake<'a> {
-    inner: &'a Inner,
-    keys: Vec<String>,
-    /// `None` until the first contended pause; then the subscriptions (none when unavailable).
-    listening: Mutex<Option<Arc<Listening>>>,
-}
-
-/// A kind waiter's subscriptions, and the release counts of their channels it has seen.
-struct Listening {
-    waiters: Vec<Waiter>,
-    seen: Mutex<Vec<u64>>,
-}
-
-impl Listening {
-    /// Listening through `waiters`, with their channels' release counts as seen so far.
-    fn new(waiters: Vec<Waiter>) -> Self {
-        let listening = Self {
-            waiters,
-            seen: Mutex::new(Vec::new()),
-        };
-        *lock(&listening.seen) = listening.counts();
-        listening
-    }
-
-    fn counts(&self) -> Vec<u64> {
-        self.waiters.iter().map(|w| *w.releases().borrow()).collect()
-    }
-}
-
-impl<'a> ReleaseWake<'a> {
-    /// Prepares to listen for releases of `keys`; nothing is subscribed yet.
-    fn new(inner: &'a Inner, keys: Vec<String>) -> Self {
-        Self {
-            inner,
-            keys,
-            listening: Mutex::new(None),
-        }
-    }
-
-    /// Pauses for up to `delay` after a failed attempt; `contended` says whether another holder
-    /// refused it (only then is subscribing worth it).
-    async fn pause(&self, delay: Duration, contended: bool) {
-        let until = tokio::time::Instant::now() + delay;
-        if !self.inner.config.wake_on_release {
-            tokio::time::sleep_until(until).await;
-            return;
-        }
-        let timeout = self.inner.config.node_timeout;
-        let current = lock(&self.listening).clone();
-        let listening = match current {
-            None if contended => {
-                let waiters: Vec<Waiter> = self.keys.iter().map(|k| self.inner.waits.waiter(k)).collect();
-                let subscribed = futures::future::join_all(waiters.iter().map(|w| w.listen(timeout))).await;
-                if subscribed.iter().all(|n| *n == 0) {
-                    self.inner.waits.hub.warn_polling(&self.keys.join(", "));
-                    *lock(&self.listening) = Some(Arc::new(Listening::new(Vec::new())));
-                    tokio::time::sleep_until(until).await;
-                } else {
-                    // Subscribed now: try again at once, in case the release came in between.
-                    *lock(&self.listening) = Some(Arc::new(Listening::new(waiters)));
-                }
-                return;
-            }
-            Some(listening) if !listening.waiters.is_empty() => listening,
-            _ => {
-                tokio::time::sleep_until(until).await;
-                return;
-            }
-        };
-        // Re-subscribes on masters that reconnected (a no-op otherwise), within this pause.
-        let relisten = futures::future::join_all(listening.waiters.iter().map(|w| w.listen(timeout)));
-        let _ = tokio::time::timeout_at(until, relisten).await;
-        let mut watching: Vec<_> = listening.waiters.iter().map(Waiter::releases).collect();
-        let now: Vec<u64> = watching.iter_mut().map(|rx| *rx.borrow_and_update()).collect();
-        let woken = if now == *lock(&listening.seen) {
-            let changed = futures::future::select_all(watching.iter_mut().map(|rx| Box::pin(rx.changed())));
-            tokio::time::timeout_at(until, changed).await.is_ok()
-        } else {
-            // Released since the last pause: retry at once.
-            true
-        };
-        *lock(&listening.seen) = listening.counts();
-        debug!(woken, "kind retrying after a wait");
-    }
-}
-
-impl Inner {
-    /// [`Inner::retrying`] for a lock kind whose lock is the keys `keys`: a pause ends early when a
-    /// release of one of them is announced (see [`ReleaseWake`]).
-    pub(crate) async fn retrying_woken<F, Fut>(
-        &self,
-        resource: &str,
-        keys: Vec<String>,
-        round: F,
-    ) -> Result<Guard, AcquireError>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<Guard, AcquireError>>,
-    {
-        let wake = ReleaseWake::new(self, keys);
-        self.retrying(resource, |delay, contended| wake.pause(delay, contended), round)
-            .await
-    }
-
-    /// How long until a majority of masters no longer hold `key`, from their PTTLs; `None` when
-    /// too few masters gave a usable answer.
-    pub(crate) async fn free_in(&self, key: &str) -> Option<Duration> {
-        let mut cmd = redis::cmd("PTTL");
-        cmd.arg(key);
-        let replies = futures::future::join_all(self.nodes.iter().map(|node| node.query(&cmd))).await;
-        let mut known: Vec<u64> = replies
-            .into_iter()
-            .filter_map(|reply| match reply {
-                // -2: no key (free now); -1: a key without expiry (not ours to predict).
-                Ok(Value::Int(-2)) => Some(0),
-                Ok(Value::Int(ms)) => u64::try_from(ms).ok(),
-                _ => None,
-            })
-            .collect();
-        known.sort_unstable();
-        known
-            .get(quorum(self.nodes.len()).saturating_sub(1))
-            .map(|ms| Duration::from_millis(*ms))
-    }
-
-    /// The retrying acquire: local turn, attempts, and waits woken by release or by expiry.
-    pub(crate) async fn acquire_waiting(
-        self: &Arc<Self>,
-        resource: &str,
-        timing: Timing,
-    ) -> Result<Guard, AcquireError> {
-        let plan = self.config.retry;
-        let started = Instant::now();
-        // A wait too long to represent (`Duration::MAX` for "forever") is as good as none.
-        let deadline = tokio::time::Instant::from_std(started)
-            .checked_add(plan.wait)
-            .unwrap_or_else(|| tokio::time::Instant::now() + FOREVER);
-        // One copy of the key serves the local queue, the rounds and the guard.
-        let key = self.shared_key(resource);
-        let turn = if self.config.local_queue {
-            match tokio::time::timeout_at(deadline, self.queue.turn(&key)).await {
-                Ok(turn) => Some(turn),
-                Err(_) => {
-                    return Err(AcquireError::Queued {
-                        resource: resource.to_owned(),
-                        waited: started.elapsed(),
-                    })
-                }
-            }
-        } else {
-            None
-        };
-        let mut waiter: Option<Waiter> = None;
-        let mut polling = !self.config.wake_on_release;
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            Span::current().record("attempt", attempts);
-            let err = match self.round_keyed(resource, Arc::clone(&key), timing).await {
-                Ok(guard) => {
-                    if let Some(turn) = turn {
-                        guard.held.hold_turn(turn);
-                    }
-                    return Ok(guard);
-                }
-                Err(err) => err,
-            };
-            if !err.is_retryable() {
-                return Err(err);
-            }
-            let exhausted = |err: AcquireError, attempts: u32| AcquireError::Exhausted {
-                resource: resource.to_owned(),
-                attempts,
-                waited: started.elapsed(),
-                last: Box::new(err),
-            };
-            if polling || !err.is_contended() {
-                // Nobody will announce anything (masters failing), or announcements are off.
-                let delay = self.config.backoff.jitter(&mut rand::rng());
-                match plan.next_delay(attempts, started.elapsed(), delay) {
-                    Some(delay) => {
-                        debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying after a delay");
-                        tokio::time::sleep(delay).await;
-                        continue;
-                    }
-                    None => return Err(exhausted(err, attempts)),
-                }
-            }
-            if attempts >= plan.max_attempts || tokio::time::Instant::now() >= deadline {
-                return Err(exhausted(err, attempts));
-            }
-            let Some(listener) = &waiter else {
-                let fresh = self.waits.waiter(&key);
-                if fresh.listen(self.config.node_timeout).await == 0 {
-                    self.waits.hub.warn_polling(resource);
-                    polling = true;
-                    continue;
-                }
-                waiter = Some(fresh);
-                // Subscribed now: try again at once, in case the release came in between.
-                continue;
-            };
-            // Re-subscribes on masters that reconnected; a no-op otherwise.
-            listener.listen(self.config.node_timeout).await;
-            let fallback = self
-                .free_in(&key)
-                .await
-                .unwrap_or(MAX_FALLBACK_WAIT)
-                .min(MAX_FALLBACK_WAIT);
-            // A little past the expiry, spread so processes do not all retry at the same instant.
-            let spread = self
-                .config
-                .backoff
-                .max()
-                .saturating_sub(self.config.backoff.min())
-                / 2;
-            let jitter = Duration::from_micros(rand::rng().random_range(
-                1_000..=1_000u64.saturating_add(u64::try_from(spread.as_micros()).unwrap_or(0)),
-            ));
-            let wake_at = (tokio::time::Instant::now() + fallback + jitter).min(deadline);
-            let woken = listener.woken_before(wake_at).await;
-            if !woken && tokio::time::Instant::now() >= deadline {
-                return Err(exhausted(err, attempts));
-            }
-            debug!(attempt = attempts, woken, "retrying after a wait");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// Listeners of three masters that are never connected: announcements are delivered by hand.
     fn waits() -> Waits {
-        let nodes: Vec<Node> = (0..3)
+        let links = (0..3)
             .map(|i| {
-                Node::new(
-                    i,
-                    "redis://127.0.0.1:1",
-                    Duration::from_millis(50),
-                    Duration::from_millis(50),
-                )
-                .expect("valid url")
+                let node = crate::node::Node::open("redis://127.0.0.1:1", Duration::from_millis(50), None)
+                    .expect("valid url");
+                crate::link::Link::new(i, Arc::new(node), Duration::from_millis(50))
             })
             .collect();
-        Waits::new(&nodes, Duration::from_millis(50))
+        Waits::new(&Masters::new(links), Duration::from_millis(50))
     }
 
     fn announce(waits: &Waits, key: &str, payload: &str) {
-        let msg = Msg::from_owned_value(Value::Array(vec![
-            Value::BulkString(b"message".to_vec()),
-            Value::BulkString(release_channel(key).into_bytes()),
-            Value::BulkString(payload.as_bytes().to_vec()),
-        ]))
-        .expect("a pub/sub message");
-        waits.hub.deliver(&msg);
+        waits.hub.deliver(&Message {
+            channel: release_channel(key),
+            payload: payload.to_owned(),
+        });
     }
 
     /// With no master subscribed, one announcement makes a release (see `Hub::deliver`).

@@ -6,136 +6,14 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::core::{BackoffError, TimingError};
+mod node;
 
-/// What went wrong with one master during one operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NodeErrorKind {
-    /// The key is held by another token (acquire), or holds another token (extend, release).
-    Held,
-    /// The key is absent: our lock there has expired or was never set.
-    Absent,
-    /// The lock is free, but other waiters are ahead of us in a fair lock's queue.
-    Queued,
-    /// The key holds a value of another type (a hash, a list...), so it is not a lock.
-    WrongType,
-    /// The master did not answer within the per-node timeout.
-    Timeout,
-    /// The connection failed or was refused.
-    Connection(String),
-    /// The master rejected our credentials.
-    Auth(String),
-    /// The master answered with an error.
-    Server(String),
-    /// The master answered something that is not a valid reply to our command.
-    Protocol(String),
-    /// The master restarted `uptime` ago, within the grace period, and does not persist with
-    /// `appendfsync always`: it may have lost keys, so its vote is ignored for `remaining`.
-    Restarted {
-        /// How long ago it (re)started.
-        uptime: Duration,
-        /// How long its votes are still ignored.
-        remaining: Duration,
-    },
-    /// The connection to the master was re-established and its identity (`run_id`, uptime) is
-    /// being checked again; its vote is ignored until then.
-    Unverified,
-    /// The master's fencing counter is missing or behind (it lost data); its vote in fenced
-    /// acquisitions is ignored until the counter is repaired from a majority.
-    FenceRepair,
-}
-
-impl NodeErrorKind {
-    /// Whether this is a refusal by a healthy master rather than a fault (worth retrying later).
-    pub fn is_contention(&self) -> bool {
-        matches!(self, NodeErrorKind::Held | NodeErrorKind::Queued)
-    }
-
-    /// Whether waiting will not help: rejected credentials, or a key that is not a lock.
-    pub fn is_permanent(&self) -> bool {
-        matches!(self, NodeErrorKind::Auth(_) | NodeErrorKind::WrongType)
-    }
-
-    /// Whether the master could not be reached in time.
-    pub fn is_unreachable(&self) -> bool {
-        matches!(self, NodeErrorKind::Timeout | NodeErrorKind::Connection(_))
-    }
-}
-
-impl fmt::Display for NodeErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NodeErrorKind::Held => f.write_str("held by another holder"),
-            NodeErrorKind::Absent => f.write_str("key absent (expired)"),
-            NodeErrorKind::Queued => f.write_str("other waiters are ahead in the fair queue"),
-            NodeErrorKind::WrongType => {
-                f.write_str("WRONGTYPE: the key holds a non-string value, not a lock")
-            }
-            NodeErrorKind::Timeout => f.write_str("timed out"),
-            NodeErrorKind::Connection(m) => write!(f, "connection failed: {m}"),
-            NodeErrorKind::Auth(m) => write!(f, "authentication failed: {m}"),
-            NodeErrorKind::Server(m) => write!(f, "server error: {m}"),
-            NodeErrorKind::Protocol(m) => write!(f, "unexpected reply: {m}"),
-            NodeErrorKind::Restarted { uptime, remaining } => write!(
-                f,
-                "restarted {} ago without appendfsync always; vote ignored for another {}",
-                Elapsed(*uptime),
-                Elapsed(*remaining)
-            ),
-            NodeErrorKind::Unverified => {
-                f.write_str("vote ignored until its run_id and uptime are read on this connection (after a reconnect, or while its checks fail)")
-            }
-            NodeErrorKind::FenceRepair => f.write_str(
-                "fencing counter missing or behind (lost data); vote ignored until it is repaired",
-            ),
-        }
-    }
-}
-
-/// One master's failure: its index in the configured list, its address, and what happened.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeFailure {
-    /// The master's position in the list given to the builder.
-    pub node: usize,
-    /// The master's address, `host:port`, without credentials.
-    pub addr: String,
-    /// What went wrong.
-    pub kind: NodeErrorKind,
-}
-
-impl fmt::Display for NodeFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "master {} ({}): {}", self.node, self.addr, self.kind)
-    }
-}
-
-/// Formats a list of node failures for an error message.
-struct Failures<'a>(&'a [NodeFailure]);
-
-impl fmt::Display for Failures<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_empty() {
-            return Ok(());
-        }
-        f.write_str(": ")?;
-        for (i, failure) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{failure}")?;
-        }
-        Ok(())
-    }
-}
-
-fn list(failures: &[NodeFailure]) -> Failures<'_> {
-    Failures(failures)
-}
+pub(crate) use node::{classify, describe, list, redact_url};
+pub use node::{NodeErrorKind, NodeFailure};
 
 /// A measured duration as people read it, to about three digits: `9.94s`, `250ms`, `2.5ms`, `800µs`
 /// (`Debug` would print every digit of the nanoseconds a clock gave).
-struct Elapsed(Duration);
+pub(crate) struct Elapsed(pub(crate) Duration);
 
 impl fmt::Display for Elapsed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -155,6 +33,44 @@ impl fmt::Display for Elapsed {
             write!(f, "{}µs", self.0.as_micros())
         }
     }
+}
+
+/// Why a set of timing parameters cannot describe a lock.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TimingError {
+    /// The TTL is zero.
+    #[error("the TTL must be greater than zero")]
+    ZeroTtl,
+    /// The drift factor is not a finite number in `[0, 1)`.
+    #[error("drift factor {0} is not a finite number in [0, 1)")]
+    DriftFactor(f64),
+    /// The TTL leaves no validity once the drift allowance is taken off.
+    #[error("TTL {ttl:?} is not longer than its drift allowance {drift:?} plus the minimum validity {min_validity:?}")]
+    TtlBelowDrift {
+        /// The TTL asked for.
+        ttl: Duration,
+        /// The drift allowance computed for it.
+        drift: Duration,
+        /// The configured minimum validity.
+        min_validity: Duration,
+    },
+}
+
+/// Why a backoff configuration is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackoffError {
+    /// The jitter is wider than the delay it spreads, so the delay could go negative.
+    #[error(
+        "retry jitter {jitter:?} is larger than the retry delay {delay:?} (a zero delay cannot take jitter)"
+    )]
+    JitterExceedsDelay {
+        /// The configured base delay.
+        delay: Duration,
+        /// The configured jitter.
+        jitter: Duration,
+    },
 }
 
 /// Why a [`crate::Quorlock`] could not be built.
@@ -535,21 +451,6 @@ impl WithLockError {
     /// Whether the lock was lost during the work (and the work cancelled).
     pub fn is_lock_lost(&self) -> bool {
         matches!(self, WithLockError::LockLost { .. })
-    }
-}
-
-/// Replaces the password (and user) of a URL with `***`, for error messages and logs.
-pub(crate) fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    // The last '@' anywhere, not only in a well-formed authority: a password holding '/', '?' or
-    // '#' makes the URL unparseable, and that is exactly when it is echoed in an error. Redacting
-    // too much is harmless; too little is not.
-    match rest.rfind('@') {
-        Some(at) => format!("{}***{}", &url[..scheme_end + 3], &rest[at..]),
-        None => url.to_owned(),
     }
 }
 

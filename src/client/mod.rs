@@ -1,0 +1,256 @@
+//! The client: [`Quorlock`], the handle every public operation starts from, and what its clones
+//! share.
+//!
+//! The handle owns the mechanisms and hands each only what it needs: the masters and their health
+//! to a round, the masters and the background tasks to a release, the pub/sub hub to a wait, the
+//! masters and the configuration to the watchdog. Its fields are private to this module; the lock
+//! kinds and the other public operations reach the mechanisms through the methods here. Building
+//! is in `build.rs`, the plain acquire in `acquire.rs`, and the held lock in `guard.rs`.
+
+mod acquire;
+mod build;
+mod guard;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::background::Background;
+use crate::coalesce::LocalQueue;
+use crate::config::Config;
+use crate::core::{quorum, Timing};
+use crate::error::{AcquireError, InputError, NodeErrorKind};
+use crate::health::Health;
+use crate::lease::Lease;
+use crate::link::{Link, Masters};
+use crate::names::Names;
+use crate::ops::LockOps;
+use crate::pubsub::Waits;
+use crate::release::Release;
+use crate::retry::policy::{Backoff, ReleaseWake, Sleep};
+use crate::retry::retry;
+use crate::round::Round;
+use crate::watchdog::{Watchdog, WatchdogStats};
+
+pub use guard::Guard;
+
+/// A handle to N independent Redis masters that hands out locks decided by majority.
+///
+/// Cheap to clone: clones share the connections (one per master for the whole process).
+#[derive(Clone, Debug)]
+pub struct Quorlock {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// What the handle and every guard share.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    masters: Arc<Masters>,
+    config: Arc<Config>,
+    names: Names,
+    /// Each master's identity and durability, and whose votes count.
+    health: Arc<Health>,
+    /// The renewal scheduler of every kept-alive guard.
+    watchdog: Watchdog,
+    /// The release listeners of blocked acquires.
+    waits: Waits,
+    /// The local turns of this process's waiters, per key.
+    queue: LocalQueue,
+    /// Lock traffic left to tasks (slower masters, dropped guards), for [`Quorlock::settle`].
+    background: Background,
+}
+
+impl Quorlock {
+    /// The checked configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The number of masters.
+    pub fn masters(&self) -> usize {
+        self.inner.masters.len()
+    }
+
+    /// The number of masters that make a majority.
+    pub fn quorum(&self) -> usize {
+        quorum(self.inner.masters.len())
+    }
+
+    /// The watchdog's counters.
+    pub fn watchdog_stats(&self) -> WatchdogStats {
+        self.inner.watchdog.stats()
+    }
+
+    /// Waits until the lock traffic this client handed to background tasks has finished: the
+    /// requests of won rounds to masters slower than the majority, the rest of releases a
+    /// majority already confirmed, releases of dropped guards and abandoned acquires, and fair
+    /// waiters leaving their queue. Returns at once when there is none.
+    ///
+    /// Call it before the process exits, once this client's work is done, so that no key is left
+    /// on a slow master to expire with its TTL and every master that grants a plain lock gets it
+    /// (a fenced round drops its requests to the slower masters instead). Every such task is
+    /// bounded by a few node timeouts, so this returns within a few node timeouts unless other
+    /// tasks keep locking meanwhile (it waits for their background work too). The tasks run on the
+    /// runtime the lock calls ran on, which must keep running meanwhile. It neither releases held
+    /// guards nor stops their watchdogs: release them first.
+    ///
+    /// ```no_run
+    /// # async fn run(locks: quorlock::Quorlock) -> Result<(), Box<dyn std::error::Error>> {
+    /// # use std::time::Duration;
+    /// let guard = locks.acquire("nightly-report", Duration::from_secs(60)).await?;
+    /// // ... the job ...
+    /// guard.release().await?; // returns once a majority confirmed
+    /// locks.settle().await; // the slower masters too, before the process ends
+    /// # Ok(()) }
+    /// ```
+    pub async fn settle(&self) {
+        self.inner.background.settled().await;
+    }
+}
+
+impl Inner {
+    /// The masters, in configured order.
+    pub(crate) fn masters(&self) -> &Arc<Masters> {
+        &self.masters
+    }
+
+    /// The checked configuration.
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The keys and channels of this client.
+    pub(crate) fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// Each master's health, which fencing also keeps its counter state in.
+    pub(crate) fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
+
+    /// The pub/sub hub of this client's waiters.
+    pub(crate) fn waits(&self) -> &Waits {
+        &self.waits
+    }
+
+    /// Where lock traffic left to tasks is counted.
+    pub(crate) fn background(&self) -> &Background {
+        &self.background
+    }
+
+    /// The round over this client's masters.
+    pub(crate) fn round(&self) -> Round<'_> {
+        Round {
+            masters: &self.masters,
+            health: &self.health,
+            background: &self.background,
+            node_timeout: self.config.node_timeout,
+        }
+    }
+
+    /// The release over this client's masters.
+    pub(crate) fn release(&self) -> Release<'_> {
+        Release {
+            masters: &self.masters,
+            background: &self.background,
+        }
+    }
+
+    /// Checks a TTL against the configuration, and remembers it for the restart grace.
+    pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<Timing, InputError> {
+        let timing = self.config.timing(ttl)?;
+        self.health.note_ttl(ttl);
+        Ok(timing)
+    }
+
+    /// Checks per-call arguments against the configuration.
+    pub(crate) fn check(&self, resource: &str, ttl: Duration) -> Result<Timing, InputError> {
+        if resource.is_empty() {
+            return Err(InputError::EmptyResource);
+        }
+        self.check_ttl(ttl)
+    }
+
+    /// The guard of a lock won on a majority, valid until `valid_until`.
+    pub(crate) fn guard(
+        self: &Arc<Self>,
+        resource: &str,
+        key: Arc<str>,
+        token: Arc<str>,
+        ops: Arc<dyn LockOps>,
+        ttl: Duration,
+        valid_until: Instant,
+    ) -> Guard {
+        let lease = Lease::new(resource.to_owned(), key, token, ops, ttl, valid_until);
+        Guard::new(Arc::clone(self), lease)
+    }
+
+    /// One acquire round of any kind of lock (see [`Round::acquire`]), returning its guard.
+    pub(crate) async fn acquire_round<F, Fut>(
+        self: &Arc<Self>,
+        resource: &str,
+        key: Arc<str>,
+        token: Arc<str>,
+        timing: Timing,
+        ops: Arc<dyn LockOps>,
+        send: F,
+    ) -> Result<Guard, AcquireError>
+    where
+        F: Fn(&Link) -> Fut,
+        Fut: Future<Output = Result<(), NodeErrorKind>> + Unpin + Send + 'static,
+    {
+        let valid_until = self.round().acquire(resource, timing, &ops, send).await?;
+        Ok(self.guard(resource, key, token, ops, timing.ttl(), valid_until))
+    }
+
+    /// Backs off between attempts as configured, from `started`, sleeping with `sleep`.
+    pub(crate) fn backoff<S>(&self, started: Instant, sleep: S) -> Backoff<S> {
+        Backoff::new(self.config.retry, self.config.backoff, started, sleep)
+    }
+
+    /// Listens for releases of `keys` between attempts (when waking on release is on).
+    pub(crate) fn release_wake(&self, keys: Vec<String>) -> ReleaseWake<'_> {
+        ReleaseWake::new(
+            &self.waits,
+            keys,
+            self.config.wake_on_release,
+            self.config.node_timeout,
+        )
+    }
+
+    /// Makes attempts with `attempt` as configured, each pause cut short by `sleep`.
+    pub(crate) async fn retrying<T, F, Fut, S>(
+        &self,
+        resource: &str,
+        sleep: S,
+        attempt: F,
+    ) -> Result<T, AcquireError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, AcquireError>>,
+        S: Sleep + Send + Sync,
+    {
+        let started = Instant::now();
+        let mut policy = self.backoff(started, sleep);
+        retry(resource, started, &mut policy, attempt).await
+    }
+
+    /// [`Inner::retrying`] for a lock kind whose lock is the keys `keys`: a pause ends early when a
+    /// release of one of them is announced.
+    pub(crate) async fn retrying_woken<T, F, Fut>(
+        &self,
+        resource: &str,
+        keys: Vec<String>,
+        attempt: F,
+    ) -> Result<T, AcquireError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, AcquireError>>,
+    {
+        let wake = self.release_wake(keys);
+        self.retrying(resource, &wake, attempt).await
+    }
+}

@@ -1,0 +1,225 @@
+//! Fencing-token arithmetic: reading the replies of the two fenced rounds, choosing the token, and
+//! deciding how (and whether) a master that lost its counter may be repaired.
+//!
+//! # The protocol
+//! Every master keeps one fencing counter, shared by every resource.
+//! - **Round 1 (acquire).** On each master one script does `SET key token NX PX ttl` and, only if
+//!   that succeeded, `INCR counter`, returning the counter. A master whose counter is missing (fresh,
+//!   or it lost its data), lower than this client last saw it, or whose *epoch* is not the `run_id`
+//!   the client verified for it, sets nothing and asks for repair. The epoch is the master's
+//!   `run_id` when its counter was last initialised or repaired, so a master that restarted since is
+//!   noticed by every client, including one that never saw it before the restart and so has no floor
+//!   to compare with.
+//! - **The token** is `T = max` of the counters returned by the masters that granted the lock.
+//! - **Round 2 (commit).** On the masters that granted it, a script does
+//!   `if GET key == token then counter = max(counter, T)`. `T` is issued only when a majority
+//!   confirmed, inside the validity of the whole acquisition; otherwise the acquisition failed and is
+//!   released everywhere.
+//!
+//! # Why tokens never go backwards
+//! Counters only grow: `INCR` and `max` never lower them, and a master whose counter was lost votes
+//! again only after repair (below). Let holder A be issued `T_A` by a commit majority `C_A`, and let
+//! holder B be granted by a round-1 majority `G_B`. Two majorities of the same masters share a
+//! master `m`. At `m`, A's commit ran while A's key was there, so the counter at `m` was at least
+//! `T_A` from then on. B's `SET NX` at `m` succeeded, so it ran while no key was there: either after
+//! A's key was gone, hence after A's commit and B's counter at `m` is at least `T_A + 1`; or before
+//! A's `SET` at `m`.
+//! - **Successive holders** (B started after A's token was issued): B's `SET` at `m` came after A's
+//!   commit, so `T_B >= T_A + 1`.
+//! - **A holder paused between the rounds** (A finished round 1, paused, and B acquired in the
+//!   meantime): B's `SET NX` at `m` found A's key gone, and a key never comes back, so A's commit at
+//!   `m` fails, on every majority A could use. A gets no token at all.
+//! - **Any two issued tokens differ**, and at every master where both committed, the holder whose key
+//!   came first has the lower token (apply the argument at a master of `C_A ∩ C_B`).
+//!
+//! None of this needs clocks: it holds however long a client pauses and however early keys expire.
+//!
+//! # Repair of a master that lost its counter
+//! A master that restarted without its data answers round 1 with "counter missing"; one that lost
+//! its last writes (`appendfsync everysec`) answers "epoch stale" (or "counter below what this
+//! client saw"); neither votes. It is repaired by raising its counter to the maximum read from a
+//! majority of *other* masters whose counters are intact (their epoch is their current `run_id`,
+//! the epoch being written with the counter in one script), and only after every
+//! acquisition that may have counted its acknowledgement from before the loss is over: after the
+//! longest TTL has passed since it restarted ([`repair_due`]). Then every issued token is still held
+//! by its commit majority minus the masters that lost it, and any majority of intact masters meets
+//! that remainder, because `q + (q - k) > n - k` for a majority `q` of `n` and `k` lost masters.
+//! If *every* master answers that its counter is missing, no token was ever issued (or every
+//! master lost its data, which is outside the model) and the counters start at zero; this first
+//! repair stamps every epoch. A master that restarted with `appendfsync always` lost nothing: its
+//! counter is intact, so it is raised at once to the largest intact counter read (nothing, if it is
+//! already the highest) and its new epoch stamped, without the wait. The repair script refuses
+//! when the master's `run_id` is not the one the client judged the wait for.
+//!
+//! Lua numbers are doubles: tokens are exact up to 2^53, which at a million locks per second lasts
+//! about 285 years.
+
+use std::time::{Duration, Instant};
+
+use super::timing::quorum;
+
+/// A master's answer to the round-1 script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcquireReply {
+    /// The lock was taken; the counter after `INCR`.
+    Granted(u64),
+    /// Another token holds the key.
+    Held,
+    /// The master has no counter: it is fresh, or it lost its data. It needs repair.
+    Uninitialized,
+    /// The counter is lower than this client saw it before: the master lost writes. It needs repair.
+    Regressed,
+    /// The master's epoch is not the `run_id` this client knows: it restarted since its counter was
+    /// last vouched for (it may have lost increments nobody saw), or never had an epoch. It needs
+    /// repair, which only stamps the epoch when the master persists every write.
+    NewEpoch,
+}
+
+impl AcquireReply {
+    /// Reads the script's integer reply; `None` for a value the script never returns.
+    pub fn from_reply(reply: i64) -> Option<Self> {
+        match reply {
+            -1 => Some(AcquireReply::Held),
+            -2 => Some(AcquireReply::Uninitialized),
+            -3 => Some(AcquireReply::Regressed),
+            -4 => Some(AcquireReply::NewEpoch),
+            n if n >= 1 => u64::try_from(n).ok().map(AcquireReply::Granted),
+            _ => None,
+        }
+    }
+
+    /// Whether the master must be repaired before its vote counts.
+    pub fn needs_repair(&self) -> bool {
+        matches!(
+            self,
+            AcquireReply::Uninitialized | AcquireReply::Regressed | AcquireReply::NewEpoch
+        )
+    }
+}
+
+/// The fencing token of an acquisition: the largest counter among the masters that granted it.
+///
+/// `None` when no master granted it.
+pub fn fencing_token<I: IntoIterator<Item = u64>>(granted: I) -> Option<u64> {
+    granted.into_iter().max()
+}
+
+/// One master's counter, as read for a repair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CounterRead {
+    /// The master has a counter vouched for by its current epoch, and is not itself waiting for
+    /// repair.
+    Present(u64),
+    /// The master has no counter.
+    Absent,
+    /// The master is waiting for repair or its epoch is stale (its counter may be behind), or it
+    /// did not answer.
+    Unusable,
+}
+
+/// What a repair may do with the counters read from every master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RepairTarget {
+    /// Raise the masters that need it to this value (read from a majority of intact masters).
+    Raise(u64),
+    /// Every master answered that it has no counter: start them all at zero.
+    Bootstrap,
+    /// Too few intact masters answered; try again later.
+    Undecided {
+        /// How many intact masters answered.
+        present: usize,
+        /// How many are needed.
+        required: usize,
+    },
+}
+
+/// Decides a repair from one read per master (in any order).
+pub fn repair_target(reads: &[CounterRead]) -> RepairTarget {
+    let n = reads.len();
+    let required = quorum(n);
+    let present: Vec<u64> = reads
+        .iter()
+        .filter_map(|r| match r {
+            CounterRead::Present(v) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    if n > 0 && reads.iter().all(|r| *r == CounterRead::Absent) {
+        return RepairTarget::Bootstrap;
+    }
+    match present.iter().max() {
+        Some(max) if present.len() >= required => RepairTarget::Raise(*max),
+        _ => RepairTarget::Undecided {
+            present: present.len(),
+            required,
+        },
+    }
+}
+
+/// Whether a master that (re)started at `started` may be repaired at `now`: once `grace` (at least
+/// the longest TTL in use) has passed, no acquisition can still count an acknowledgement it gave
+/// before it lost its data.
+pub fn repair_due(started: Instant, grace: Duration, now: Instant) -> bool {
+    started.checked_add(grace).is_none_or(|due| now >= due)
+}
+
+#[cfg(test)]
+mod model;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_read_exactly() {
+        assert_eq!(AcquireReply::from_reply(7), Some(AcquireReply::Granted(7)));
+        assert_eq!(AcquireReply::from_reply(-1), Some(AcquireReply::Held));
+        assert_eq!(AcquireReply::from_reply(-2), Some(AcquireReply::Uninitialized));
+        assert_eq!(AcquireReply::from_reply(-3), Some(AcquireReply::Regressed));
+        assert_eq!(AcquireReply::from_reply(0), None);
+        assert_eq!(AcquireReply::from_reply(-4), Some(AcquireReply::NewEpoch));
+        assert_eq!(AcquireReply::from_reply(-5), None);
+        assert!(AcquireReply::NewEpoch.needs_repair());
+        assert!(AcquireReply::Regressed.needs_repair());
+        assert!(!AcquireReply::Held.needs_repair());
+    }
+
+    #[test]
+    fn the_token_is_the_largest_granted_counter() {
+        assert_eq!(fencing_token([3, 9, 4]), Some(9));
+        assert_eq!(fencing_token(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn repair_needs_a_majority_of_intact_counters() {
+        use CounterRead::*;
+        assert_eq!(
+            repair_target(&[Present(4), Present(9), Absent]),
+            RepairTarget::Raise(9)
+        );
+        assert_eq!(
+            repair_target(&[Present(4), Unusable, Absent]),
+            RepairTarget::Undecided {
+                present: 1,
+                required: 2
+            }
+        );
+        assert_eq!(repair_target(&[Absent, Absent, Absent]), RepairTarget::Bootstrap);
+        // A majority of absent counters with one master silent is not a fresh deployment.
+        assert_eq!(
+            repair_target(&[Absent, Absent, Unusable]),
+            RepairTarget::Undecided {
+                present: 0,
+                required: 2
+            }
+        );
+    }
+
+    #[test]
+    fn repair_waits_for_the_grace() {
+        let t0 = Instant::now();
+        let grace = Duration::from_secs(10);
+        assert!(!repair_due(t0, grace, t0 + Duration::from_secs(9)));
+        assert!(repair_due(t0, grace, t0 + grace));
+    }
+}

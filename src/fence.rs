@@ -1,0 +1,181 @@
+//! Fencing repair: a master whose fencing counter is missing, behind, or not vouched for by its
+//! current epoch is raised to what a majority of intact masters hold, once that is safe.
+//!
+//! The fenced rounds (`kinds/fenced.rs`) refuse a master that needs repair; this brings it back.
+//! Which value to raise it to, and when, is the core's decision (`core::fencing`); here the counters
+//! are read from every master and the repair script is sent. The state it keeps per master (the
+//! highest counter seen, whether a repair is due) lives with the master's health.
+
+use std::sync::Arc;
+
+use futures::stream::StreamExt;
+use redis::Value;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use crate::core::fencing::{repair_target, CounterRead, RepairTarget};
+use crate::fanout::Fanout;
+use crate::health::Health;
+use crate::link::{Link, Masters};
+use crate::lua::FENCE_REPAIR_SCRIPT;
+use crate::names::Names;
+
+/// Repairs the masters whose fencing counter is missing, behind, or not vouched for by their
+/// current epoch, where that is safe now; returns how many were repaired.
+///
+/// Every master's counter and epoch are read; only a counter whose epoch is the `run_id` this client
+/// verified for that master (and which is not itself waiting) is intact. A master whose epoch is
+/// stale is marked for repair on the way. A full repair waits until the grace has passed since the
+/// master (re)started, then raises it to the largest counter read from a majority of the *other*
+/// masters with intact counters. A master that restarted with `appendfsync always` lost nothing:
+/// it is raised at once to the largest intact counter read (if any), which only stamps its new
+/// epoch when it is already the highest. If every master answers that it has no counter, no token
+/// was ever issued: they all start at zero, each stamped with its epoch.
+pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names) -> usize {
+    let n = masters.len();
+    if !(0..n).any(|i| health.needs_fence_repair(i)) {
+        return 0;
+    }
+    let counter = names.fence_counter();
+    let epoch = names.fence_epoch();
+    let mut get = redis::cmd("MGET");
+    get.arg(&counter).arg(&epoch);
+    let get = Arc::new(get);
+    let mut reads = vec![CounterRead::Unusable; n];
+    let mut pending: Fanout<_> = masters
+        .iter()
+        .map(|link| (link.index(), link.query(Arc::clone(&get))))
+        .collect();
+    while let Some((i, reply)) = pending.next().await {
+        let Some(node) = masters.get(i) else { continue };
+        let read = match reply {
+            Ok(Value::Array(items)) => read_counter(health, node, &items),
+            _ => CounterRead::Unusable,
+        };
+        if let Some(slot) = reads.get_mut(i) {
+            *slot = read;
+        }
+    }
+    drop(pending);
+    let waiting: Vec<usize> = (0..n).filter(|i| health.needs_fence_repair(*i)).collect();
+    let now = Instant::now();
+    let intact_max = reads
+        .iter()
+        .filter_map(|r| match r {
+            CounterRead::Present(v) => Some(*v),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let light = |i: &usize| health.fence_repair_light(*i);
+    let (mut plan, target): (Vec<(usize, u64)>, RepairTarget) = match repair_target(&reads) {
+        RepairTarget::Bootstrap => ((0..n).map(|i| (i, 0)).collect(), RepairTarget::Bootstrap),
+        RepairTarget::Raise(value) => (
+            waiting
+                .iter()
+                .copied()
+                .filter(|i| health.fence_repair_due(*i, now))
+                .map(|i| (i, if light(&i) { intact_max } else { value }))
+                .collect(),
+            RepairTarget::Raise(value),
+        ),
+        undecided @ RepairTarget::Undecided { .. } => (
+            waiting
+                .iter()
+                .copied()
+                .filter(light)
+                .map(|i| (i, intact_max))
+                .collect(),
+            undecided,
+        ),
+    };
+    if let RepairTarget::Undecided { present, required } = target {
+        debug!(
+            present,
+            required,
+            light = plan.len(),
+            "fencing repair postponed: too few intact counters answered"
+        );
+    }
+    plan.sort_unstable();
+    let mut repaired = 0;
+    for (i, value) in plan {
+        let Some(node) = masters.get(i) else { continue };
+        // The run_id the grace was judged for; the script refuses if the master restarted since.
+        let Some(run_id) = health.verified_run_id(node) else {
+            debug!(
+                node = i,
+                "fencing repair skipped: the master's run_id is being checked"
+            );
+            continue;
+        };
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(FENCE_REPAIR_SCRIPT)
+            .arg(2)
+            .arg(&counter)
+            .arg(&epoch)
+            .arg(value)
+            .arg(&run_id);
+        match node.query(Arc::new(cmd)).await {
+            Ok(Value::Int(-1)) => {
+                debug!(
+                    node = i,
+                    addr = node.addr(),
+                    "fencing repair refused: the master restarted since it was checked"
+                );
+            }
+            Ok(Value::Int(value)) => {
+                let value = u64::try_from(value).unwrap_or(0);
+                info!(
+                    node = i,
+                    addr = node.addr(),
+                    counter = value,
+                    "fencing counter repaired"
+                );
+                health.fence_repaired(i, value);
+                repaired += 1;
+            }
+            Ok(other) => {
+                warn!(node = i, addr = node.addr(), reply = ?other, "fencing repair answered unexpectedly")
+            }
+            Err(kind) => {
+                warn!(node = i, addr = node.addr(), error = %kind, "fencing repair failed; retried on the next fenced acquire")
+            }
+        }
+    }
+    repaired
+}
+
+/// Classifies one master's `[counter, epoch]`; marks it for repair if its epoch is stale.
+fn read_counter(health: &Health, node: &Link, items: &[Value]) -> CounterRead {
+    let i = node.index();
+    let text = |v: Option<&Value>| match v {
+        Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        _ => None,
+    };
+    let (counter, epoch) = (text(items.first()), text(items.get(1)));
+    let Some(counter) = counter else {
+        // No counter: a fresh master, or one wiped (its epoch went with it).
+        return CounterRead::Absent;
+    };
+    let Some(run_id) = health.verified_run_id(node) else {
+        return CounterRead::Unusable;
+    };
+    if epoch.as_deref() != Some(run_id.as_str()) {
+        if !health.needs_fence_repair(i) {
+            info!(
+                node = i,
+                addr = node.addr(),
+                "fencing epoch is stale (the master restarted); it is repaired before it votes again"
+            );
+            health.mark_fence_epoch(i);
+        }
+        return CounterRead::Unusable;
+    }
+    if health.needs_fence_repair(i) {
+        return CounterRead::Unusable;
+    }
+    counter
+        .parse()
+        .map_or(CounterRead::Unusable, CounterRead::Present)
+}

@@ -1,0 +1,324 @@
+//! The masters as the mechanisms use them: each master behind the seam, with its position, its
+//! per-node timeout, the scripts cached on its current connection, and its replies read into
+//! what they mean for a lock.
+//!
+//! The seam ([`crate::seam::Master`]) only sends and receives. What every mechanism then needs of a
+//! reply is written once here, over any implementation: a server error becomes a classified
+//! [`NodeErrorKind`], a `SET NX` a yes or a no, and a script call goes by SHA1 once the script is
+//! known to be cached on the master's current connection (see `lua.rs`), falling back to its source
+//! on `NOSCRIPT`. Every future here owns what it needs and borrows nothing, so the requests still
+//! in flight when a round is decided can finish in a task.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use redis::{Cmd, ErrorKind, ServerErrorKind, Value};
+
+use crate::error::{classify, NodeErrorKind, NodeFailure};
+use crate::lua::{ScriptCall, SCRIPTS};
+use crate::seam::{Master, Request};
+
+/// One master of a client.
+pub(crate) struct Link {
+    index: usize,
+    master: Arc<dyn Master>,
+    timeout: Duration,
+    /// Per script of `lua.rs`, one more than the disconnect count under which an `EVAL` of it last
+    /// succeeded on the shared connection (0: never): the script is cached on the current
+    /// connection's server while this equals `disconnects + 1`.
+    cached: Arc<[AtomicU64; SCRIPTS]>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("index", &self.index)
+            .field("addr", &self.addr())
+            .finish()
+    }
+}
+
+impl Link {
+    /// Master `index` of the list, whose commands are bounded by `timeout`.
+    pub(crate) fn new(index: usize, master: Arc<dyn Master>, timeout: Duration) -> Self {
+        Self {
+            index,
+            master,
+            timeout,
+            cached: Arc::new(std::array::from_fn(|_| AtomicU64::new(0))),
+        }
+    }
+
+    /// The master's position in the configured list.
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    /// `host:port`, without credentials.
+    pub(crate) fn addr(&self) -> &str {
+        self.master.addr()
+    }
+
+    /// How many times the shared connection has been lost so far.
+    pub(crate) fn disconnects(&self) -> u64 {
+        self.master.disconnects()
+    }
+
+    /// The master behind the seam, for the mechanisms that use its other connections.
+    pub(crate) fn master(&self) -> &Arc<dyn Master> {
+        &self.master
+    }
+
+    /// Sends `cmd` within the per-node timeout; a server error comes back classified.
+    pub(crate) fn query(&self, cmd: Arc<Cmd>) -> Query {
+        self.query_within(cmd, self.timeout)
+    }
+
+    /// As [`Link::query`], within `timeout`.
+    pub(crate) fn query_within(&self, cmd: Arc<Cmd>, timeout: Duration) -> Query {
+        Query(self.master.send(cmd, timeout))
+    }
+
+    /// `SET key token NX PX ttl`, pre-built once per round: `Ok` when we got the key.
+    pub(crate) fn set_nx(&self, cmd: Arc<Cmd>) -> SetNx {
+        SetNx(self.query(cmd))
+    }
+
+    /// Runs a script call: by SHA1 when this connection is known to have run the script, else (or
+    /// on `NOSCRIPT`) with its source, which caches it for the next calls.
+    pub(crate) fn run_script(&self, call: &ScriptCall) -> ScriptRequest {
+        let slot = call.script().slot;
+        let epoch = self.disconnects();
+        let cached = self
+            .cached
+            .get(slot)
+            .is_some_and(|s| s.load(Ordering::Acquire) == epoch.wrapping_add(1));
+        let state = if cached {
+            State::BySha(self.master.send(Arc::clone(call.by_sha()), self.timeout))
+        } else {
+            State::WithSource {
+                request: self.master.send(Arc::new(call.with_source()), self.timeout),
+                epoch,
+            }
+        };
+        ScriptRequest {
+            master: Arc::clone(&self.master),
+            cached: Arc::clone(&self.cached),
+            call: call.clone(),
+            timeout: self.timeout,
+            state,
+        }
+    }
+
+    /// Sends a compare-and-act call of a lock's kind: a script by SHA1 where it can, else the
+    /// command as built.
+    pub(crate) fn call(&self, call: &Call) -> CallRequest {
+        match call {
+            Call::Script(script) => CallRequest::Script(self.run_script(script)),
+            Call::Command(cmd) => CallRequest::Command(self.query(Arc::clone(cmd))),
+        }
+    }
+
+    /// Checks that the master answers, allowing `timeout` (a first connection may take longer than
+    /// a command).
+    pub(crate) async fn ping(&self, timeout: Duration) -> Result<(), NodeErrorKind> {
+        self.query_within(Arc::new(redis::cmd("PING")), timeout)
+            .await
+            .map(drop)
+    }
+}
+
+/// A reply with server errors classified, as every mechanism reads it.
+fn extract(reply: Result<Value, NodeErrorKind>) -> Result<Value, NodeErrorKind> {
+    reply?.extract_error().map_err(|err| classify(&err))
+}
+
+/// A command in flight: the master's reply, a server error classified.
+pub(crate) struct Query(Request);
+
+impl Future for Query {
+    type Output = Result<Value, NodeErrorKind>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx).map(extract)
+    }
+}
+
+/// A `SET NX` in flight: `Ok` when the master granted the key.
+pub(crate) struct SetNx(Query);
+
+impl Future for SetNx {
+    type Output = Result<(), NodeErrorKind>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx).map(|reply| match reply? {
+            Value::Okay => Ok(()),
+            Value::SimpleString(s) if s == "OK" => Ok(()),
+            Value::Nil => Err(NodeErrorKind::Held),
+            other => Err(NodeErrorKind::Protocol(format!("SET NX answered {other:?}"))),
+        })
+    }
+}
+
+enum State {
+    /// `EVALSHA` sent.
+    BySha(Request),
+    /// `EVAL` sent, when the disconnect count was `epoch`.
+    WithSource {
+        request: Request,
+        epoch: u64,
+    },
+    Done,
+}
+
+/// A script call in flight: `EVALSHA` first where the script is cached, `EVAL` otherwise or when the
+/// master answers `NOSCRIPT` (nothing ran then).
+pub(crate) struct ScriptRequest {
+    master: Arc<dyn Master>,
+    cached: Arc<[AtomicU64; SCRIPTS]>,
+    call: ScriptCall,
+    timeout: Duration,
+    state: State,
+}
+
+impl ScriptRequest {
+    fn slot(&self) -> Option<&AtomicU64> {
+        self.cached.get(self.call.script().slot)
+    }
+}
+
+impl Future for ScriptRequest {
+    type Output = Result<Value, NodeErrorKind>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        loop {
+            match &mut this.state {
+                State::BySha(request) => {
+                    let reply = match request.as_mut().poll(cx) {
+                        Poll::Ready(reply) => reply,
+                        Poll::Pending => return Poll::Pending,
+                    };
+                    match reply.map(Value::extract_error) {
+                        Ok(Err(err)) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                            // Nothing ran: the cache was flushed under us. Send the source instead.
+                            if let Some(slot) = this.slot() {
+                                slot.store(0, Ordering::Release);
+                            }
+                            let epoch = this.master.disconnects();
+                            let request = this.master.send(Arc::new(this.call.with_source()), this.timeout);
+                            this.state = State::WithSource { request, epoch };
+                        }
+                        Ok(Err(err)) => {
+                            this.state = State::Done;
+                            return Poll::Ready(Err(classify(&err)));
+                        }
+                        Ok(Ok(value)) => {
+                            this.state = State::Done;
+                            return Poll::Ready(Ok(value));
+                        }
+                        Err(kind) => {
+                            this.state = State::Done;
+                            return Poll::Ready(Err(kind));
+                        }
+                    }
+                }
+                State::WithSource { request, epoch } => {
+                    let epoch = *epoch;
+                    let reply = match request.as_mut().poll(cx) {
+                        Poll::Ready(reply) => extract(reply),
+                        Poll::Pending => return Poll::Pending,
+                    };
+                    this.state = State::Done;
+                    // Only a success on the connection it was sent on, with no loss since, vouches
+                    // for the cache.
+                    if reply.is_ok() && this.master.disconnects() == epoch {
+                        if let Some(slot) = this.slot() {
+                            slot.store(epoch.wrapping_add(1), Ordering::Release);
+                        }
+                    }
+                    return Poll::Ready(reply);
+                }
+                State::Done => {
+                    return Poll::Ready(Err(NodeErrorKind::Protocol(
+                        "a script request was polled after it completed".to_owned(),
+                    )))
+                }
+            }
+        }
+    }
+}
+
+/// What a lock kind sends to extend or release its lock on a master.
+#[derive(Debug, Clone)]
+pub(crate) enum Call {
+    /// A script that may travel by SHA1 (see `lua.rs`).
+    Script(ScriptCall),
+    /// A command sent as built (an `EVAL` with its source).
+    Command(Arc<Cmd>),
+}
+
+/// A [`Call`] in flight.
+pub(crate) enum CallRequest {
+    /// A script call.
+    Script(ScriptRequest),
+    /// A command.
+    Command(Query),
+}
+
+impl Future for CallRequest {
+    type Output = Result<Value, NodeErrorKind>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            CallRequest::Script(request) => Pin::new(request).poll(cx),
+            CallRequest::Command(request) => Pin::new(request).poll(cx),
+        }
+    }
+}
+
+/// The masters of one client, in configured order.
+#[derive(Debug)]
+pub(crate) struct Masters {
+    links: Vec<Link>,
+}
+
+impl Masters {
+    /// The masters, in configured order (each link's index is its position).
+    pub(crate) fn new(links: Vec<Link>) -> Self {
+        Self { links }
+    }
+
+    /// How many masters there are.
+    pub(crate) fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Every master, in configured order.
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, Link> {
+        self.links.iter()
+    }
+
+    /// Master `index`, if there is one.
+    pub(crate) fn get(&self, index: usize) -> Option<&Link> {
+        self.links.get(index)
+    }
+
+    /// The address of master `index`, or `?`.
+    pub(crate) fn addr(&self, index: usize) -> &str {
+        self.links.get(index).map(Link::addr).unwrap_or("?")
+    }
+
+    /// Master `index`'s failure, as errors report it.
+    pub(crate) fn failure(&self, index: usize, kind: NodeErrorKind) -> NodeFailure {
+        NodeFailure {
+            node: index,
+            addr: self.addr(index).to_owned(),
+            kind,
+        }
+    }
+}

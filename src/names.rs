@@ -1,0 +1,172 @@
+//! Names on the wire: the keys, the channels and the TTL argument every lock kind writes.
+//!
+//! A plain lock's key is the resource name after the configured prefix (none by default), so plain
+//! locks stay interoperable with other RedLock clients on the same masters. Every other kind keeps
+//! its state under keys of its own, derived here from the resource name, and every release is
+//! announced on a channel derived from the key it frees. One place makes them all, so a key a
+//! kind writes and the key a waiter listens for can never disagree.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Prefix of the pub/sub channel a release is announced on; the lock key follows it.
+pub const RELEASE_CHANNEL_PREFIX: &str = "quorlock:released:";
+/// Key of the fencing counter on every master (after the configured key prefix); one counter serves
+/// every resource.
+pub const FENCE_COUNTER_KEY: &str = "quorlock:fence:counter";
+/// Key of the fencing epoch on every master (after the configured key prefix): the master's `run_id`
+/// when its counter was last initialised or repaired. A master whose epoch is not its current
+/// `run_id` restarted since, and its counter is repaired before it votes in a fenced acquire.
+pub const FENCE_EPOCH_KEY: &str = "quorlock:fence:epoch";
+/// Put between the key prefix and the resource name to form a reentrant lock's hash key.
+pub const REENTRANT_TAG: &str = "quorlock:reentrant:";
+/// Put between the key prefix and the resource name to form a fair lock's keys.
+pub const FAIR_TAG: &str = "quorlock:fair:";
+/// Appended to a fair lock's key to form its queue (a sorted set of tickets by ticket time).
+pub const FAIR_QUEUE_SUFFIX: &str = ":queue";
+/// Appended to a fair lock's key to form its waiters' heartbeat deadlines (a sorted set).
+pub const FAIR_DEADLINES_SUFFIX: &str = ":deadlines";
+
+/// The keys of one client: every name it writes starts with its prefix.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Names {
+    prefix: String,
+}
+
+impl Names {
+    /// The names of a client whose keys start with `prefix`.
+    pub(crate) fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    /// The key of a plain lock on `resource`.
+    pub(crate) fn key(&self, resource: &str) -> String {
+        self.tagged("", resource)
+    }
+
+    /// The key of a plain lock on `resource`, made once for everything that shares it (the local
+    /// queue, the rounds, the guard): one allocation when it is short enough to be joined on the
+    /// stack first.
+    pub(crate) fn shared_key(&self, resource: &str) -> Arc<str> {
+        let prefix = self.prefix.as_bytes();
+        let mut joined = [0u8; 256];
+        let len = prefix.len() + resource.len();
+        match joined.get_mut(..len) {
+            Some(buf) => {
+                let (head, tail) = buf.split_at_mut(prefix.len());
+                head.copy_from_slice(prefix);
+                tail.copy_from_slice(resource.as_bytes());
+                // Two joined strings are valid UTF-8: the other arm only avoids a panic path.
+                match std::str::from_utf8(buf) {
+                    Ok(key) => Arc::from(key),
+                    Err(_) => self.key(resource).into(),
+                }
+            }
+            None => self.key(resource).into(),
+        }
+    }
+
+    /// The key of a kind's state: the prefix, the kind's tag, then the resource name.
+    pub(crate) fn tagged(&self, tag: &str, resource: &str) -> String {
+        let mut key = String::with_capacity(self.prefix.len() + tag.len() + resource.len());
+        key.push_str(&self.prefix);
+        key.push_str(tag);
+        key.push_str(resource);
+        key
+    }
+
+    /// The fencing counter key on every master.
+    pub(crate) fn fence_counter(&self) -> String {
+        self.key(FENCE_COUNTER_KEY)
+    }
+
+    /// The fencing epoch key on every master.
+    pub(crate) fn fence_epoch(&self) -> String {
+        self.key(FENCE_EPOCH_KEY)
+    }
+}
+
+/// The pub/sub channel a release of `key` is announced on.
+pub(crate) fn release_channel(key: &str) -> String {
+    let mut channel = String::with_capacity(RELEASE_CHANNEL_PREFIX.len() + key.len());
+    channel.push_str(RELEASE_CHANNEL_PREFIX);
+    channel.push_str(key);
+    channel
+}
+
+/// The release channel of a key as one command argument, written straight into the command.
+pub(crate) struct ChannelArg<'a>(pub(crate) &'a str);
+
+impl redis::ToRedisArgs for ChannelArg<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        use std::io::Write;
+        let mut arg = out.writer_for_next_arg();
+        // Writing into the command's own buffer cannot fail.
+        let _ = arg.write_all(RELEASE_CHANNEL_PREFIX.as_bytes());
+        let _ = arg.write_all(self.0.as_bytes());
+    }
+}
+
+/// A TTL in whole milliseconds, rounded up and at least 1 (PX 0 is an error on the server).
+///
+/// Rounding up keeps the key alive at least as long as the validity computed from the exact TTL
+/// assumes; rounding down would overstate the validity by up to a millisecond.
+pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
+    let whole = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    let rounded = if ttl.subsec_nanos() % 1_000_000 == 0 {
+        whole
+    } else {
+        whole.saturating_add(1)
+    };
+    rounded.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_channel_argument_is_the_release_channel() {
+        for key in ["", "k", "prefix:long key with spaces", "clé-ü"] {
+            let (mut joined, mut plain) = (redis::cmd("PUBLISH"), redis::cmd("PUBLISH"));
+            joined.arg(ChannelArg(key)).arg("x");
+            plain.arg(release_channel(key)).arg("x");
+            assert_eq!(joined.get_packed_command(), plain.get_packed_command(), "{key:?}");
+        }
+    }
+
+    #[test]
+    fn a_shared_key_is_the_key_at_any_length() {
+        let names = Names::new("app:ü:");
+        // The prefix is 7 bytes: 249 more fill the 256 joined on the stack, 250 take the other path.
+        let long = "r".repeat(600);
+        for resource in ["x", "ключ", &long[..249], &long[..250], &long[..]] {
+            assert_eq!(
+                &*names.shared_key(resource),
+                names.key(resource),
+                "{}",
+                resource.len()
+            );
+        }
+    }
+
+    #[test]
+    fn kinds_keep_their_state_under_their_own_tag() {
+        let names = Names::new("p:");
+        assert_eq!(names.key("r"), "p:r");
+        assert_eq!(names.tagged(REENTRANT_TAG, "r"), "p:quorlock:reentrant:r");
+        assert_eq!(names.fence_counter(), "p:quorlock:fence:counter");
+        assert_eq!(names.fence_epoch(), "p:quorlock:fence:epoch");
+        assert_eq!(release_channel("p:r"), "quorlock:released:p:r");
+    }
+
+    #[test]
+    fn ttl_in_millis_is_never_zero_and_never_shorter() {
+        assert_eq!(ttl_millis(Duration::from_micros(10)), 1);
+        assert_eq!(ttl_millis(Duration::from_secs(2)), 2000);
+        assert_eq!(ttl_millis(Duration::from_micros(100_900)), 101);
+        assert_eq!(ttl_millis(Duration::from_millis(100)), 100);
+    }
+}
