@@ -10,19 +10,18 @@ use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncConnectionConfig;
 
 use crate::credentials::Credentials;
 pub use crate::error::HarnessError;
+use crate::process;
 
 /// How long a master may take to answer PING after being spawned.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -266,7 +265,7 @@ impl Cluster {
         let child = master.child.get_mut().unwrap_or_else(|e| e.into_inner()).take();
         master.paused = false;
         match child {
-            Some(mut child) => kill_and_reap(&mut child, i),
+            Some(mut child) => reap(&mut child, i),
             None => Ok(()),
         }
     }
@@ -274,8 +273,7 @@ impl Cluster {
     /// Stops master `i` with SIGSTOP; it keeps its connections but answers nothing.
     pub fn pause(&mut self, i: usize) -> Result<(), HarnessError> {
         let pid = self.running_pid(i)?;
-        send(pid, Signal::SIGSTOP)?;
-        wait_for_stopped(pid, true);
+        process::stop(pid)?;
         self.master_mut(i)?.paused = true;
         Ok(())
     }
@@ -283,8 +281,7 @@ impl Cluster {
     /// Continues master `i` with SIGCONT after [`Cluster::pause`].
     pub fn resume(&mut self, i: usize) -> Result<(), HarnessError> {
         let pid = self.running_pid(i)?;
-        send(pid, Signal::SIGCONT)?;
-        wait_for_stopped(pid, false);
+        process::cont(pid)?;
         self.master_mut(i)?.paused = false;
         Ok(())
     }
@@ -386,7 +383,7 @@ impl Cluster {
         let guard = master.child.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(child) = guard.as_mut() {
             if matches!(child.try_wait(), Ok(None)) {
-                return Ok(pid_of(child));
+                return Ok(process::pid_of(child));
             }
         }
         Err(HarnessError::NotRunning { index: i, port })
@@ -397,10 +394,8 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         for master in &mut self.masters {
             let slot = master.child.get_mut().unwrap_or_else(|e| e.into_inner());
-            if let Some(mut child) = slot.take() {
-                let _ = signal::kill(pid_of(&child), Signal::SIGCONT);
-                let _ = child.kill();
-                let _ = child.wait();
+            if let Some(child) = slot.take() {
+                process::discard(child);
             }
         }
         let _ = fs::remove_dir_all(&self.root);
@@ -496,6 +491,12 @@ fn wipe_dir(dir: &Path) -> Result<(), HarnessError> {
     Ok(())
 }
 
+/// Kills master `index`'s child and waits for it to exit.
+fn reap(child: &mut Child, index: usize) -> Result<(), HarnessError> {
+    process::kill_and_reap(child)
+        .map_err(|e| HarnessError::io(format!("waiting for master {index} to exit"), e))
+}
+
 fn server_args(opts: &ClusterOptions, dir: &Path, port: u16) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "--port".into(),
@@ -578,14 +579,14 @@ async fn launch(
         match wait_ready(&mut child, &url, index, port, dir, log_offsets).await {
             Ok(Readiness::Ready) => return Ok((child, port)),
             Ok(Readiness::PortBusy) => {
-                let _ = kill_and_reap(&mut child, index);
+                let _ = reap(&mut child, index);
                 match policy {
                     PortPolicy::MayMove => port = free_port()?,
                     PortPolicy::Fixed => tokio::time::sleep(Duration::from_millis(250)).await,
                 }
             }
             Err(e) => {
-                let _ = kill_and_reap(&mut child, index);
+                let _ = reap(&mut child, index);
                 return Err(e);
             }
         }
@@ -620,30 +621,8 @@ fn spawn_server(
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err);
-    die_with_parent(&mut cmd);
-    cmd.spawn()
+    process::spawn(&mut cmd)
         .map_err(|e| HarnessError::io(format!("spawning {} on port {port}", server.display()), e))
-}
-
-/// Makes the child receive SIGKILL when the spawning thread of this process goes away.
-#[allow(unsafe_code)]
-fn die_with_parent(cmd: &mut Command) {
-    let parent = std::process::id();
-    // SAFETY: the closure runs in the forked child between fork and exec. It only calls
-    // prctl(2) and getppid(2), which are async-signal-safe, and builds io::Errors from raw
-    // OS codes, which does not allocate; it takes no locks and touches no shared state.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent may have died before prctl took effect.
-            if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
 }
 
 async fn wait_ready(
@@ -743,48 +722,6 @@ pub(crate) async fn connect(url: &str, timeout: Duration) -> redis::RedisResult<
         .set_connection_timeout(Some(timeout))
         .set_response_timeout(Some(timeout));
     client.get_multiplexed_async_connection_with_config(&config).await
-}
-
-fn pid_of(child: &Child) -> Pid {
-    Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX))
-}
-
-fn send(pid: Pid, sig: Signal) -> Result<(), HarnessError> {
-    signal::kill(pid, sig).map_err(|source| HarnessError::Signal {
-        pid: u32::try_from(pid.as_raw()).unwrap_or(0),
-        signal: sig.as_str(),
-        source,
-    })
-}
-
-fn kill_and_reap(child: &mut Child, index: usize) -> Result<(), HarnessError> {
-    // Ignore errors from kill: the child may have exited already; wait() tells.
-    let _ = child.kill();
-    child
-        .wait()
-        .map(|_| ())
-        .map_err(|e| HarnessError::io(format!("waiting for master {index} to exit"), e))
-}
-
-/// Waits (bounded, best effort via /proc) until the process is stopped or no longer stopped,
-/// so that a pause is in effect when `pause` returns.
-fn wait_for_stopped(pid: Pid, stopped: bool) {
-    let stat_path = format!("/proc/{}/stat", pid.as_raw());
-    for _ in 0..200 {
-        let Ok(stat) = fs::read_to_string(&stat_path) else {
-            return;
-        };
-        // Format: "pid (comm) S ..."; comm may contain spaces, so split after the last ')'.
-        let state = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next());
-        match state {
-            Some('T') | Some('t') if stopped => return,
-            Some(s) if !stopped && s != 'T' && s != 't' => return,
-            None => return,
-            _ => std::thread::sleep(Duration::from_millis(5)),
-        }
-    }
 }
 
 fn file_len(path: &Path) -> u64 {
@@ -908,7 +845,7 @@ mod port_race_tests {
         .await
         .unwrap();
         assert_ne!(port, taken);
-        kill_and_reap(&mut child, 0).unwrap();
+        reap(&mut child, 0).unwrap();
         fs::remove_dir_all(root).unwrap();
     }
 

@@ -7,6 +7,8 @@
 //! - [`error`]: [`HarnessError`], the single error type of the harness.
 //! - [`cluster`]: the process backend, one local `redis-server` child per master, with
 //!   kill / pause / resume / restart (keeping or wiping data).
+//! - `process`: child-process plumbing under the process backend (spawn with a parent-death
+//!   signal, stop / continue, kill and reap); the crate's only `unsafe` code lives there.
 //! - [`backend`]: the [`Backend`] trait (kill / pause / resume / restart / urls) shared by
 //!   the process cluster and the compose backend.
 //! - [`compose`]: [`Compose`], masters as docker compose services.
@@ -41,6 +43,7 @@ pub mod faketime;
 pub mod faults;
 pub mod history;
 pub mod json;
+mod process;
 pub mod proxy;
 pub mod runner;
 pub mod scenario;
