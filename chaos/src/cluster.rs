@@ -4,36 +4,32 @@
 //!
 //! It exists so that tests can run RedLock against real servers without Docker or root,
 //! many clusters in parallel, and without leaking processes when a test dies.
+//!
+//! This file is the cluster logic: which masters exist, their options, ports and dirs, how a
+//! launch retries a taken port, and what each fault does to a master. Running one
+//! `redis-server` (spawn, readiness, logs, connections) is in `server`; signals and the
+//! child's lifetime are in `process`.
 
 use std::ffi::OsString;
-use std::fmt::Write as _;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom};
+use std::fs;
+use std::io;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
-use redis::AsyncConnectionConfig;
 
 use crate::credentials::Credentials;
 pub use crate::error::HarnessError;
 use crate::process;
+pub use crate::server::redis_server_path;
+use crate::server::{self, connect, Readiness, LOG_FILE, STDERR_FILE};
 
-/// How long a master may take to answer PING after being spawned.
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many times a master is respawned when its port turns out to be taken.
 const BIND_ATTEMPTS: u32 = 8;
-/// Name of the redis log file inside a master's dir.
-const LOG_FILE: &str = "redis.log";
-/// Name of the file collecting the child's stdout and stderr.
-const STDERR_FILE: &str = "stderr.log";
-/// Lines of log shown in startup errors.
-const LOG_TAIL_LINES: usize = 25;
-
 /// Options for [`Cluster::start_with`].
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
@@ -108,27 +104,6 @@ pub struct Cluster {
     server: PathBuf,
     root: PathBuf,
     masters: Vec<Master>,
-}
-
-/// Finds `redis-server` on `PATH`.
-pub fn redis_server_path() -> Result<PathBuf, HarnessError> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        let candidate = dir.join("redis-server");
-        if is_executable(&candidate) {
-            return Ok(candidate);
-        }
-    }
-    Err(HarnessError::RedisServerMissing {
-        searched: path.to_string_lossy().into_owned(),
-    })
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
 }
 
 impl Cluster {
@@ -548,12 +523,6 @@ enum PortPolicy {
     Fixed,
 }
 
-/// Outcome of waiting for a freshly spawned master.
-enum Readiness {
-    Ready,
-    PortBusy,
-}
-
 /// Which master a launch is for, and where it lives.
 #[derive(Debug, Clone, Copy)]
 struct Target<'a> {
@@ -573,10 +542,10 @@ async fn launch(
     let Target { index, dir, env } = target;
     let mut port = port;
     for _ in 0..BIND_ATTEMPTS {
-        let log_offsets = (file_len(&dir.join(LOG_FILE)), file_len(&dir.join(STDERR_FILE)));
-        let mut child = spawn_server(server, opts, dir, env, port)?;
+        let log_offsets = server::LogOffsets::now(dir);
+        let mut child = server::spawn(server, server_args(opts, dir, port), dir, env, port)?;
         let url = url_for(opts, "127.0.0.1", port);
-        match wait_ready(&mut child, &url, index, port, dir, log_offsets).await {
+        match server::wait_ready(&mut child, &url, index, port, dir, log_offsets).await {
             Ok(Readiness::Ready) => return Ok((child, port)),
             Ok(Readiness::PortBusy) => {
                 let _ = reap(&mut child, index);
@@ -596,168 +565,6 @@ async fn launch(
         port,
         attempts: BIND_ATTEMPTS,
     })
-}
-
-fn spawn_server(
-    server: &Path,
-    opts: &ClusterOptions,
-    dir: &Path,
-    env: &[(OsString, OsString)],
-    port: u16,
-) -> Result<Child, HarnessError> {
-    let out_path = dir.join(STDERR_FILE);
-    let out = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&out_path)
-        .map_err(|e| HarnessError::io(format!("opening {}", out_path.display()), e))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| HarnessError::io(format!("duplicating {}", out_path.display()), e))?;
-    let mut cmd = Command::new(server);
-    cmd.args(server_args(opts, dir, port))
-        .current_dir(dir)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
-    process::spawn(&mut cmd)
-        .map_err(|e| HarnessError::io(format!("spawning {} on port {port}", server.display()), e))
-}
-
-async fn wait_ready(
-    child: &mut Child,
-    url: &str,
-    index: usize,
-    port: u16,
-    dir: &Path,
-    log_offsets: (u64, u64),
-) -> Result<Readiness, HarnessError> {
-    let started = tokio::time::Instant::now();
-    let expected_pid = child.id();
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let new_output = format!(
-                    "{}{}",
-                    read_from(&dir.join(LOG_FILE), log_offsets.0),
-                    read_from(&dir.join(STDERR_FILE), log_offsets.1)
-                );
-                if new_output.contains("Address already in use")
-                    || new_output.contains("Failed listening on port")
-                {
-                    return Ok(Readiness::PortBusy);
-                }
-                return Err(HarnessError::Exited {
-                    index,
-                    port,
-                    status: status.to_string(),
-                    log: dir.join(LOG_FILE),
-                    log_tail: log_tail(dir),
-                });
-            }
-            Ok(None) => {}
-            Err(e) => return Err(HarnessError::io(format!("polling master {index}"), e)),
-        }
-        if let Some(pid) = ping_pid(url).await {
-            if pid == expected_pid {
-                return Ok(Readiness::Ready);
-            }
-            // Another redis-server owns this port; ours will fail to bind.
-            return Ok(Readiness::PortBusy);
-        }
-        if started.elapsed() >= READY_TIMEOUT {
-            return Err(HarnessError::StartTimeout {
-                index,
-                port,
-                waited: READY_TIMEOUT,
-                log: dir.join(LOG_FILE),
-                log_tail: log_tail(dir),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Polls `url` with PING until it answers or `timeout` passes.
-pub(crate) async fn wait_for_ping(url: &str, index: usize, timeout: Duration) -> Result<(), HarnessError> {
-    let started = tokio::time::Instant::now();
-    loop {
-        if ping_pid(url).await.is_some() {
-            return Ok(());
-        }
-        if started.elapsed() >= timeout {
-            return Err(HarnessError::NotReady {
-                index,
-                url: url.to_string(),
-                waited: timeout,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// PINGs the server at `url` and returns its `process_id`, or `None` if it is not ready.
-async fn ping_pid(url: &str) -> Option<u32> {
-    // Short: the caller polls until READY_TIMEOUT, and a port held by a non-redis
-    // listener would otherwise stall every probe.
-    let mut conn = connect(url, Duration::from_millis(300)).await.ok()?;
-    let pong: String = redis::cmd("PING").query_async(&mut conn).await.ok()?;
-    if pong != "PONG" {
-        return None;
-    }
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut conn)
-        .await
-        .ok()?;
-    info.lines()
-        .find_map(|line| line.strip_prefix("process_id:"))
-        .and_then(|pid| pid.trim().parse().ok())
-}
-
-pub(crate) async fn connect(url: &str, timeout: Duration) -> redis::RedisResult<MultiplexedConnection> {
-    let client = redis::Client::open(url)?;
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout));
-    client.get_multiplexed_async_connection_with_config(&config).await
-}
-
-fn file_len(path: &Path) -> u64 {
-    fs::metadata(path).map(|m| m.len()).unwrap_or(0)
-}
-
-fn read_from(path: &Path, offset: u64) -> String {
-    let mut text = String::new();
-    if let Ok(mut file) = File::open(path) {
-        if file.seek(SeekFrom::Start(offset)).is_ok() {
-            let mut bytes = Vec::new();
-            let _ = file.read_to_end(&mut bytes);
-            text = String::from_utf8_lossy(&bytes).into_owned();
-        }
-    }
-    text
-}
-
-/// The last lines of a master's redis log and stderr, for error messages.
-fn log_tail(dir: &Path) -> String {
-    let mut out = String::new();
-    for name in [LOG_FILE, STDERR_FILE] {
-        let text = read_from(&dir.join(name), 0);
-        let lines: Vec<&str> = text.lines().collect();
-        let start = lines.len().saturating_sub(LOG_TAIL_LINES);
-        if !lines.is_empty() {
-            let _ = writeln!(out, "--- {name} ---");
-            for line in &lines[start..] {
-                let _ = writeln!(out, "{line}");
-            }
-        }
-    }
-    if out.is_empty() {
-        out.push_str("(no log output)");
-    }
-    out
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@
 //!   kill / pause / resume / restart (keeping or wiping data).
 //! - `process`: child-process plumbing under the process backend (spawn with a parent-death
 //!   signal, stop / continue, kill and reap); the crate's only `unsafe` code lives there.
+//! - `server`: one `redis-server` child: finding the program, spawning it, waiting until it
+//!   answers PING as itself, its logs; and the direct connections every module uses.
 //! - [`backend`]: the [`Backend`] trait (kill / pause / resume / restart / urls) shared by
 //!   the process cluster and the compose backend.
 //! - [`compose`]: [`Compose`], masters as docker compose services.
@@ -47,11 +49,12 @@ mod process;
 pub mod proxy;
 pub mod runner;
 pub mod scenario;
+mod server;
 pub mod svg;
 pub mod workload;
 
 pub use backend::Backend;
-pub use cluster::{redis_server_path, Cluster, ClusterOptions, DataMode};
+pub use cluster::{Cluster, ClusterOptions, DataMode};
 pub use compose::{Compose, ComposeOptions};
 pub use credentials::Credentials;
 pub use error::HarnessError;
@@ -60,3 +63,4 @@ pub use faults::{ClientPauses, FaultAction, ScheduledFault};
 pub use history::{FaultWindow, History, LockRecord, RunClock};
 pub use proxy::{Proxy, ProxyGroup, ProxyMode};
 pub use scenario::{Scenario, ScenarioKind, ScheduleParams, SCENARIOS};
+pub use server::redis_server_path;

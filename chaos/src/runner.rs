@@ -14,7 +14,7 @@ use crate::availability::{self, AppliedFault};
 use crate::backend::Backend;
 use crate::checker::{self, KeyObservation, Liveness, LostUpdates, Overlap};
 use crate::clock::MasterClocks;
-use crate::cluster::{connect, redis_server_path, Cluster, ClusterOptions};
+use crate::cluster::{Cluster, ClusterOptions};
 use crate::compose::{Compose, ComposeOptions};
 use crate::credentials::Credentials;
 use crate::error::HarnessError;
@@ -24,6 +24,7 @@ use crate::history::{FaultWindow, History, LockRecord, RunClock};
 use crate::json::Json;
 use crate::proxy::ProxyGroup;
 use crate::scenario::{Scenario, ScheduleParams};
+use crate::server::{connect, redis_server_path};
 use crate::svg::{self, SvgOptions};
 use crate::workload::{self, ClientMode, WorkloadOptions, WorkloadStats};
 
