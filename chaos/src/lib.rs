@@ -26,7 +26,13 @@
 //! - [`checker`]: pure verdicts over a history: overlaps, lost updates, liveness, leaks.
 //! - [`svg`]: a hand-written SVG timeline of holders per resource with faults shaded.
 //! - [`workload`]: concurrent quorlock clients with a read-modify-write witness.
-//! - [`runner`]: one run end to end, its checks, verdict and report (text, JSON, SVG).
+//! - [`run`]: what one run is asked to do ([`RunOptions`]) and what it found ([`RunReport`],
+//!   [`Verdict`]): the data the next three layers share.
+//! - [`drive`]: one run end to end: masters, witness, proxies, workload, faults on schedule,
+//!   the heal and the leak scan; the only layer of a run with IO.
+//! - [`verdict`]: pure judgement of what a run collected: the checks and the verdict.
+//! - [`report`]: a report as text, a results-table row, JSON or an SVG timeline.
+//! - [`runner`]: the pre-split paths of the above, re-exported.
 //! - [`json`]: the small JSON writer behind `--json`.
 //! - [`proxy`]: our own TCP proxy per (client group, master) with pass-through, latency,
 //!   blackhole and reset modes; [`ProxyGroup`] turns blackholes into partitions.
@@ -40,6 +46,7 @@ pub mod clock;
 pub mod cluster;
 pub mod compose;
 pub mod credentials;
+pub mod drive;
 pub mod error;
 pub mod faketime;
 pub mod faults;
@@ -47,10 +54,13 @@ pub mod history;
 pub mod json;
 mod process;
 pub mod proxy;
+pub mod report;
+pub mod run;
 pub mod runner;
 pub mod scenario;
 mod server;
 pub mod svg;
+pub mod verdict;
 pub mod workload;
 
 pub use backend::Backend;
@@ -62,5 +72,6 @@ pub use faketime::{libfaketime_path, FakeClock};
 pub use faults::{ClientPauses, FaultAction, ScheduledFault};
 pub use history::{FaultWindow, History, LockRecord, RunClock};
 pub use proxy::{Proxy, ProxyGroup, ProxyMode};
+pub use run::{RunOptions, RunReport, Verdict};
 pub use scenario::{Scenario, ScenarioKind, ScheduleParams, SCENARIOS};
 pub use server::redis_server_path;
