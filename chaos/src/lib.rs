@@ -33,7 +33,6 @@
 //! - [`verdict`]: pure judgement of what a run collected: the checks and the verdict.
 //! - [`report`]: a report as text, a results-table row, JSON or an SVG timeline.
 //! - [`runner`]: the pre-split paths of the above, re-exported.
-//! - [`json`]: the small JSON writer behind `--json`.
 //! - [`proxy`]: our own TCP proxy per (client group, master) with pass-through, latency,
 //!   blackhole and reset modes; [`ProxyGroup`] turns blackholes into partitions.
 #![deny(unsafe_code)]
@@ -51,7 +50,6 @@ pub mod error;
 pub mod faketime;
 pub mod faults;
 pub mod history;
-pub mod json;
 mod process;
 pub mod proxy;
 pub mod report;

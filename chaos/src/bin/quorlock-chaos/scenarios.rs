@@ -277,12 +277,19 @@ async fn run_one(
             return Err(ExitCode::from(2));
         }
     }
-    let mut out = std::io::stdout().lock();
-    let _ = if args.json {
-        writeln!(out, "{}", report.to_json())
+    let text = if args.json {
+        match report.to_json() {
+            Ok(json) => json,
+            Err(e) => {
+                let _ = writeln!(err, "error: {e}");
+                return Err(ExitCode::from(2));
+            }
+        }
     } else {
-        writeln!(out, "{}", report.summary())
+        report.summary()
     };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
     Ok(report)
 }
 
