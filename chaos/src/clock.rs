@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 
-use crate::cluster::connect;
 use crate::error::HarnessError;
 use crate::faketime::FakeClock;
+use crate::server::connect;
 
 /// Shifts every key's remaining TTL on one master as if its clock jumped forward by
 /// `forward_ms` (negative: backward): keys whose TTL would fall to zero are deleted.

@@ -4,37 +4,32 @@
 //!
 //! It exists so that tests can run RedLock against real servers without Docker or root,
 //! many clusters in parallel, and without leaking processes when a test dies.
+//!
+//! This file is the cluster logic: which masters exist, their options, ports and dirs, how a
+//! launch retries a taken port, and what each fault does to a master. Running one
+//! `redis-server` (spawn, readiness, logs, connections) is in `server`; signals and the
+//! child's lifetime are in `process`.
 
 use std::ffi::OsString;
-use std::fmt::Write as _;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom};
+use std::fs;
+use std::io;
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
-use redis::AsyncConnectionConfig;
 
 use crate::credentials::Credentials;
 pub use crate::error::HarnessError;
+use crate::process;
+pub use crate::server::redis_server_path;
+use crate::server::{self, connect, Readiness, LOG_FILE, STDERR_FILE};
 
-/// How long a master may take to answer PING after being spawned.
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many times a master is respawned when its port turns out to be taken.
 const BIND_ATTEMPTS: u32 = 8;
-/// Name of the redis log file inside a master's dir.
-const LOG_FILE: &str = "redis.log";
-/// Name of the file collecting the child's stdout and stderr.
-const STDERR_FILE: &str = "stderr.log";
-/// Lines of log shown in startup errors.
-const LOG_TAIL_LINES: usize = 25;
-
 /// Options for [`Cluster::start_with`].
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
@@ -109,27 +104,6 @@ pub struct Cluster {
     server: PathBuf,
     root: PathBuf,
     masters: Vec<Master>,
-}
-
-/// Finds `redis-server` on `PATH`.
-pub fn redis_server_path() -> Result<PathBuf, HarnessError> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        let candidate = dir.join("redis-server");
-        if is_executable(&candidate) {
-            return Ok(candidate);
-        }
-    }
-    Err(HarnessError::RedisServerMissing {
-        searched: path.to_string_lossy().into_owned(),
-    })
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
 }
 
 impl Cluster {
@@ -266,7 +240,7 @@ impl Cluster {
         let child = master.child.get_mut().unwrap_or_else(|e| e.into_inner()).take();
         master.paused = false;
         match child {
-            Some(mut child) => kill_and_reap(&mut child, i),
+            Some(mut child) => reap(&mut child, i),
             None => Ok(()),
         }
     }
@@ -274,8 +248,7 @@ impl Cluster {
     /// Stops master `i` with SIGSTOP; it keeps its connections but answers nothing.
     pub fn pause(&mut self, i: usize) -> Result<(), HarnessError> {
         let pid = self.running_pid(i)?;
-        send(pid, Signal::SIGSTOP)?;
-        wait_for_stopped(pid, true);
+        process::stop(pid)?;
         self.master_mut(i)?.paused = true;
         Ok(())
     }
@@ -283,8 +256,7 @@ impl Cluster {
     /// Continues master `i` with SIGCONT after [`Cluster::pause`].
     pub fn resume(&mut self, i: usize) -> Result<(), HarnessError> {
         let pid = self.running_pid(i)?;
-        send(pid, Signal::SIGCONT)?;
-        wait_for_stopped(pid, false);
+        process::cont(pid)?;
         self.master_mut(i)?.paused = false;
         Ok(())
     }
@@ -386,7 +358,7 @@ impl Cluster {
         let guard = master.child.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(child) = guard.as_mut() {
             if matches!(child.try_wait(), Ok(None)) {
-                return Ok(pid_of(child));
+                return Ok(process::pid_of(child));
             }
         }
         Err(HarnessError::NotRunning { index: i, port })
@@ -397,10 +369,8 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         for master in &mut self.masters {
             let slot = master.child.get_mut().unwrap_or_else(|e| e.into_inner());
-            if let Some(mut child) = slot.take() {
-                let _ = signal::kill(pid_of(&child), Signal::SIGCONT);
-                let _ = child.kill();
-                let _ = child.wait();
+            if let Some(child) = slot.take() {
+                process::discard(child);
             }
         }
         let _ = fs::remove_dir_all(&self.root);
@@ -496,6 +466,12 @@ fn wipe_dir(dir: &Path) -> Result<(), HarnessError> {
     Ok(())
 }
 
+/// Kills master `index`'s child and waits for it to exit.
+fn reap(child: &mut Child, index: usize) -> Result<(), HarnessError> {
+    process::kill_and_reap(child)
+        .map_err(|e| HarnessError::io(format!("waiting for master {index} to exit"), e))
+}
+
 fn server_args(opts: &ClusterOptions, dir: &Path, port: u16) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "--port".into(),
@@ -547,12 +523,6 @@ enum PortPolicy {
     Fixed,
 }
 
-/// Outcome of waiting for a freshly spawned master.
-enum Readiness {
-    Ready,
-    PortBusy,
-}
-
 /// Which master a launch is for, and where it lives.
 #[derive(Debug, Clone, Copy)]
 struct Target<'a> {
@@ -572,20 +542,20 @@ async fn launch(
     let Target { index, dir, env } = target;
     let mut port = port;
     for _ in 0..BIND_ATTEMPTS {
-        let log_offsets = (file_len(&dir.join(LOG_FILE)), file_len(&dir.join(STDERR_FILE)));
-        let mut child = spawn_server(server, opts, dir, env, port)?;
+        let log_offsets = server::LogOffsets::now(dir);
+        let mut child = server::spawn(server, server_args(opts, dir, port), dir, env, port)?;
         let url = url_for(opts, "127.0.0.1", port);
-        match wait_ready(&mut child, &url, index, port, dir, log_offsets).await {
+        match server::wait_ready(&mut child, &url, index, port, dir, log_offsets).await {
             Ok(Readiness::Ready) => return Ok((child, port)),
             Ok(Readiness::PortBusy) => {
-                let _ = kill_and_reap(&mut child, index);
+                let _ = reap(&mut child, index);
                 match policy {
                     PortPolicy::MayMove => port = free_port()?,
                     PortPolicy::Fixed => tokio::time::sleep(Duration::from_millis(250)).await,
                 }
             }
             Err(e) => {
-                let _ = kill_and_reap(&mut child, index);
+                let _ = reap(&mut child, index);
                 return Err(e);
             }
         }
@@ -595,232 +565,6 @@ async fn launch(
         port,
         attempts: BIND_ATTEMPTS,
     })
-}
-
-fn spawn_server(
-    server: &Path,
-    opts: &ClusterOptions,
-    dir: &Path,
-    env: &[(OsString, OsString)],
-    port: u16,
-) -> Result<Child, HarnessError> {
-    let out_path = dir.join(STDERR_FILE);
-    let out = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&out_path)
-        .map_err(|e| HarnessError::io(format!("opening {}", out_path.display()), e))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| HarnessError::io(format!("duplicating {}", out_path.display()), e))?;
-    let mut cmd = Command::new(server);
-    cmd.args(server_args(opts, dir, port))
-        .current_dir(dir)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
-    die_with_parent(&mut cmd);
-    cmd.spawn()
-        .map_err(|e| HarnessError::io(format!("spawning {} on port {port}", server.display()), e))
-}
-
-/// Makes the child receive SIGKILL when the spawning thread of this process goes away.
-#[allow(unsafe_code)]
-fn die_with_parent(cmd: &mut Command) {
-    let parent = std::process::id();
-    // SAFETY: the closure runs in the forked child between fork and exec. It only calls
-    // prctl(2) and getppid(2), which are async-signal-safe, and builds io::Errors from raw
-    // OS codes, which does not allocate; it takes no locks and touches no shared state.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent may have died before prctl took effect.
-            if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
-}
-
-async fn wait_ready(
-    child: &mut Child,
-    url: &str,
-    index: usize,
-    port: u16,
-    dir: &Path,
-    log_offsets: (u64, u64),
-) -> Result<Readiness, HarnessError> {
-    let started = tokio::time::Instant::now();
-    let expected_pid = child.id();
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let new_output = format!(
-                    "{}{}",
-                    read_from(&dir.join(LOG_FILE), log_offsets.0),
-                    read_from(&dir.join(STDERR_FILE), log_offsets.1)
-                );
-                if new_output.contains("Address already in use")
-                    || new_output.contains("Failed listening on port")
-                {
-                    return Ok(Readiness::PortBusy);
-                }
-                return Err(HarnessError::Exited {
-                    index,
-                    port,
-                    status: status.to_string(),
-                    log: dir.join(LOG_FILE),
-                    log_tail: log_tail(dir),
-                });
-            }
-            Ok(None) => {}
-            Err(e) => return Err(HarnessError::io(format!("polling master {index}"), e)),
-        }
-        if let Some(pid) = ping_pid(url).await {
-            if pid == expected_pid {
-                return Ok(Readiness::Ready);
-            }
-            // Another redis-server owns this port; ours will fail to bind.
-            return Ok(Readiness::PortBusy);
-        }
-        if started.elapsed() >= READY_TIMEOUT {
-            return Err(HarnessError::StartTimeout {
-                index,
-                port,
-                waited: READY_TIMEOUT,
-                log: dir.join(LOG_FILE),
-                log_tail: log_tail(dir),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Polls `url` with PING until it answers or `timeout` passes.
-pub(crate) async fn wait_for_ping(url: &str, index: usize, timeout: Duration) -> Result<(), HarnessError> {
-    let started = tokio::time::Instant::now();
-    loop {
-        if ping_pid(url).await.is_some() {
-            return Ok(());
-        }
-        if started.elapsed() >= timeout {
-            return Err(HarnessError::NotReady {
-                index,
-                url: url.to_string(),
-                waited: timeout,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// PINGs the server at `url` and returns its `process_id`, or `None` if it is not ready.
-async fn ping_pid(url: &str) -> Option<u32> {
-    // Short: the caller polls until READY_TIMEOUT, and a port held by a non-redis
-    // listener would otherwise stall every probe.
-    let mut conn = connect(url, Duration::from_millis(300)).await.ok()?;
-    let pong: String = redis::cmd("PING").query_async(&mut conn).await.ok()?;
-    if pong != "PONG" {
-        return None;
-    }
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut conn)
-        .await
-        .ok()?;
-    info.lines()
-        .find_map(|line| line.strip_prefix("process_id:"))
-        .and_then(|pid| pid.trim().parse().ok())
-}
-
-pub(crate) async fn connect(url: &str, timeout: Duration) -> redis::RedisResult<MultiplexedConnection> {
-    let client = redis::Client::open(url)?;
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout));
-    client.get_multiplexed_async_connection_with_config(&config).await
-}
-
-fn pid_of(child: &Child) -> Pid {
-    Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX))
-}
-
-fn send(pid: Pid, sig: Signal) -> Result<(), HarnessError> {
-    signal::kill(pid, sig).map_err(|source| HarnessError::Signal {
-        pid: u32::try_from(pid.as_raw()).unwrap_or(0),
-        signal: sig.as_str(),
-        source,
-    })
-}
-
-fn kill_and_reap(child: &mut Child, index: usize) -> Result<(), HarnessError> {
-    // Ignore errors from kill: the child may have exited already; wait() tells.
-    let _ = child.kill();
-    child
-        .wait()
-        .map(|_| ())
-        .map_err(|e| HarnessError::io(format!("waiting for master {index} to exit"), e))
-}
-
-/// Waits (bounded, best effort via /proc) until the process is stopped or no longer stopped,
-/// so that a pause is in effect when `pause` returns.
-fn wait_for_stopped(pid: Pid, stopped: bool) {
-    let stat_path = format!("/proc/{}/stat", pid.as_raw());
-    for _ in 0..200 {
-        let Ok(stat) = fs::read_to_string(&stat_path) else {
-            return;
-        };
-        // Format: "pid (comm) S ..."; comm may contain spaces, so split after the last ')'.
-        let state = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next());
-        match state {
-            Some('T') | Some('t') if stopped => return,
-            Some(s) if !stopped && s != 'T' && s != 't' => return,
-            None => return,
-            _ => std::thread::sleep(Duration::from_millis(5)),
-        }
-    }
-}
-
-fn file_len(path: &Path) -> u64 {
-    fs::metadata(path).map(|m| m.len()).unwrap_or(0)
-}
-
-fn read_from(path: &Path, offset: u64) -> String {
-    let mut text = String::new();
-    if let Ok(mut file) = File::open(path) {
-        if file.seek(SeekFrom::Start(offset)).is_ok() {
-            let mut bytes = Vec::new();
-            let _ = file.read_to_end(&mut bytes);
-            text = String::from_utf8_lossy(&bytes).into_owned();
-        }
-    }
-    text
-}
-
-/// The last lines of a master's redis log and stderr, for error messages.
-fn log_tail(dir: &Path) -> String {
-    let mut out = String::new();
-    for name in [LOG_FILE, STDERR_FILE] {
-        let text = read_from(&dir.join(name), 0);
-        let lines: Vec<&str> = text.lines().collect();
-        let start = lines.len().saturating_sub(LOG_TAIL_LINES);
-        if !lines.is_empty() {
-            let _ = writeln!(out, "--- {name} ---");
-            for line in &lines[start..] {
-                let _ = writeln!(out, "{line}");
-            }
-        }
-    }
-    if out.is_empty() {
-        out.push_str("(no log output)");
-    }
-    out
 }
 
 #[cfg(test)]
@@ -908,7 +652,7 @@ mod port_race_tests {
         .await
         .unwrap();
         assert_ne!(port, taken);
-        kill_and_reap(&mut child, 0).unwrap();
+        reap(&mut child, 0).unwrap();
         fs::remove_dir_all(root).unwrap();
     }
 

@@ -12,9 +12,10 @@ use futures::future::BoxFuture;
 use tokio::process::Command;
 
 use crate::backend::Backend;
-use crate::cluster::{wait_for_ping, DataMode};
+use crate::cluster::DataMode;
 use crate::credentials::Credentials;
 use crate::error::HarnessError;
+use crate::server::wait_for_ping;
 
 /// How often a spawn is retried when the program file is momentarily busy (ETXTBSY).
 const SPAWN_ATTEMPTS: u32 = 20;

@@ -177,6 +177,10 @@ pub enum HarnessError {
         log_tail: String,
     },
 
+    /// A report could not be written as JSON.
+    #[error("writing the report as JSON: {0}")]
+    Json(#[source] serde_json::Error),
+
     /// No port could be bound for a master after several attempts.
     #[error("master {index} could not bind a port after {attempts} attempts (last tried {port})")]
     PortUnavailable {

@@ -7,6 +7,10 @@
 //! - [`error`]: [`HarnessError`], the single error type of the harness.
 //! - [`cluster`]: the process backend, one local `redis-server` child per master, with
 //!   kill / pause / resume / restart (keeping or wiping data).
+//! - `process`: child-process plumbing under the process backend (spawn with a parent-death
+//!   signal, stop / continue, kill and reap); the crate's only `unsafe` code lives there.
+//! - `server`: one `redis-server` child: finding the program, spawning it, waiting until it
+//!   answers PING as itself, its logs; and the direct connections every module uses.
 //! - [`backend`]: the [`Backend`] trait (kill / pause / resume / restart / urls) shared by
 //!   the process cluster and the compose backend.
 //! - [`compose`]: [`Compose`], masters as docker compose services.
@@ -22,8 +26,13 @@
 //! - [`checker`]: pure verdicts over a history: overlaps, lost updates, liveness, leaks.
 //! - [`svg`]: a hand-written SVG timeline of holders per resource with faults shaded.
 //! - [`workload`]: concurrent quorlock clients with a read-modify-write witness.
-//! - [`runner`]: one run end to end, its checks, verdict and report (text, JSON, SVG).
-//! - [`json`]: the small JSON writer behind `--json`.
+//! - [`run`]: what one run is asked to do ([`RunOptions`]) and what it found ([`RunReport`],
+//!   [`Verdict`]): the data the next three layers share.
+//! - [`drive`]: one run end to end: masters, witness, proxies, workload, faults on schedule,
+//!   the heal and the leak scan; the only layer of a run with IO.
+//! - [`verdict`]: pure judgement of what a run collected: the checks and the verdict.
+//! - [`report`]: a report as text, a results-table row, JSON or an SVG timeline.
+//! - [`runner`]: the pre-split paths of the above, re-exported.
 //! - [`proxy`]: our own TCP proxy per (client group, master) with pass-through, latency,
 //!   blackhole and reset modes; [`ProxyGroup`] turns blackholes into partitions.
 #![deny(unsafe_code)]
@@ -36,19 +45,24 @@ pub mod clock;
 pub mod cluster;
 pub mod compose;
 pub mod credentials;
+pub mod drive;
 pub mod error;
 pub mod faketime;
 pub mod faults;
 pub mod history;
-pub mod json;
+mod process;
 pub mod proxy;
+pub mod report;
+pub mod run;
 pub mod runner;
 pub mod scenario;
+mod server;
 pub mod svg;
+pub mod verdict;
 pub mod workload;
 
 pub use backend::Backend;
-pub use cluster::{redis_server_path, Cluster, ClusterOptions, DataMode};
+pub use cluster::{Cluster, ClusterOptions, DataMode};
 pub use compose::{Compose, ComposeOptions};
 pub use credentials::Credentials;
 pub use error::HarnessError;
@@ -56,4 +70,6 @@ pub use faketime::{libfaketime_path, FakeClock};
 pub use faults::{ClientPauses, FaultAction, ScheduledFault};
 pub use history::{FaultWindow, History, LockRecord, RunClock};
 pub use proxy::{Proxy, ProxyGroup, ProxyMode};
+pub use run::{RunOptions, RunReport, Verdict};
 pub use scenario::{Scenario, ScenarioKind, ScheduleParams, SCENARIOS};
+pub use server::redis_server_path;

@@ -14,10 +14,10 @@ use quorlock::Quorlock;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
-use crate::cluster::connect;
 use crate::error::HarnessError;
 use crate::faults::ClientPauses;
 use crate::history::{History, LockRecord};
+use crate::server::connect;
 
 /// Witness counter key of a resource.
 pub fn witness_key(resource: &str) -> String {

@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use quorlock_chaos::runner::{self, RunOptions, RunReport, Verdict};
+use quorlock_chaos::drive;
+use quorlock_chaos::run::{RunOptions, RunReport, Verdict};
 use quorlock_chaos::scenario;
 use quorlock_chaos::workload::ClientMode;
 
@@ -50,7 +51,7 @@ async fn a_quorum_of_one_master_per_client_shows_overlaps_and_lost_updates() {
     let mut opts = options("none", ClientMode::SingleMaster, seed(101));
     opts.duration = Duration::from_secs(3);
     opts.ttl = Duration::from_secs(1);
-    let report = runner::run(opts).await.unwrap();
+    let report = drive::run(opts).await.unwrap();
     assert!(
         !report.overlaps.is_empty(),
         "no overlap detected{}",
@@ -77,7 +78,7 @@ async fn holding_past_the_validity_and_writing_anyway_loses_updates() {
     opts.clients = 4;
     opts.duration = Duration::from_secs(3);
     opts.ttl = Duration::from_millis(300);
-    let report = runner::run(opts).await.unwrap();
+    let report = drive::run(opts).await.unwrap();
     assert!(
         report.lost_updates.lost > 0,
         "no lost update detected{}",
@@ -100,7 +101,7 @@ async fn a_client_stalled_past_its_validity_without_fencing_loses_updates() {
     opts.clients = 4;
     opts.duration = Duration::from_secs(6);
     opts.ttl = Duration::from_millis(500);
-    let report = runner::run(opts).await.unwrap();
+    let report = drive::run(opts).await.unwrap();
     let stalls = report
         .applied
         .iter()

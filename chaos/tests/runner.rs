@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use quorlock_chaos::runner::{self, RunOptions, Verdict};
+use quorlock_chaos::drive;
+use quorlock_chaos::run::{RunOptions, Verdict};
 use quorlock_chaos::{scenario, FaultAction};
 
 fn options(name: &str) -> RunOptions {
@@ -19,7 +20,7 @@ fn options(name: &str) -> RunOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fault_free_run_records_holds_and_passes() {
-    let report = runner::run(options("none")).await.unwrap();
+    let report = drive::run(options("none")).await.unwrap();
     assert_ne!(report.verdict, Verdict::Fail, "{}", report.summary());
     assert!(
         report.records.iter().any(|r| r.acquired.is_some()),
@@ -34,7 +35,7 @@ async fn a_fault_free_run_records_holds_and_passes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_a_majority_blocks_acquisitions_and_is_healed() {
-    let report = runner::run(options("kill-majority")).await.unwrap();
+    let report = drive::run(options("kill-majority")).await.unwrap();
     assert!(
         report.acquired_without_majority.is_empty(),
         "{}",
@@ -57,7 +58,7 @@ async fn killing_a_majority_blocks_acquisitions_and_is_healed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_group_cannot_acquire() {
-    let report = runner::run(options("partition")).await.unwrap();
+    let report = drive::run(options("partition")).await.unwrap();
     assert!(
         report.acquired_without_majority.is_empty(),
         "{}",

@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use quorlock_chaos::runner::{self, RunOptions, RunReport, Verdict};
+use quorlock_chaos::drive;
+use quorlock_chaos::run::{RunOptions, RunReport, Verdict};
 use quorlock_chaos::{scenario, SCENARIOS};
 
 /// Seed of the short runs; `QUORLOCK_CHAOS_SEED` overrides it.
@@ -37,7 +38,7 @@ fn options(name: &str) -> RunOptions {
 
 /// Runs `name` and checks every safety property; returns the report for extra checks.
 async fn run_in_model(name: &str) -> RunReport {
-    let report = runner::run(options(name)).await.unwrap();
+    let report = drive::run(options(name)).await.unwrap();
     let evidence = format!(
         "\n{}\n(replay with QUORLOCK_CHAOS_SEED={})",
         report.summary(),

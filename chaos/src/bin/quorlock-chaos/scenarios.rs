@@ -14,7 +14,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::ValueEnum;
-use quorlock_chaos::runner::{self, BackendChoice, Progress, RunOptions, RunReport, Verdict};
+use quorlock_chaos::drive::{self, Progress};
+use quorlock_chaos::run::{BackendChoice, RunOptions, RunReport, Verdict};
 use quorlock_chaos::workload::ClientMode;
 use quorlock_chaos::{scenario, ComposeOptions, Scenario, SCENARIOS};
 
@@ -257,7 +258,7 @@ async fn run_one(
             let _ = writeln!(err, "{}", progress_line(&p));
         }
     };
-    let outcome = runner::run_with_progress(opts, on_progress).await;
+    let outcome = drive::run_with_progress(opts, on_progress).await;
     let mut err = std::io::stderr().lock();
     if terminal && !quiet {
         let _ = writeln!(err);
@@ -276,12 +277,19 @@ async fn run_one(
             return Err(ExitCode::from(2));
         }
     }
-    let mut out = std::io::stdout().lock();
-    let _ = if args.json {
-        writeln!(out, "{}", report.to_json())
+    let text = if args.json {
+        match report.to_json() {
+            Ok(json) => json,
+            Err(e) => {
+                let _ = writeln!(err, "error: {e}");
+                return Err(ExitCode::from(2));
+            }
+        }
     } else {
-        writeln!(out, "{}", report.summary())
+        report.summary()
     };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
     Ok(report)
 }
 

@@ -1,0 +1,415 @@
+//! Driving one chaos run: start the masters (process or compose backend), a witness and the
+//! proxies, run the workload while the scenario's faults are injected on schedule, heal
+//! everything, wait out the TTL and look for leaked keys, then hand what was collected to
+//! `verdict`.
+//!
+//! This is the only layer of a run that does IO and keeps time; what it collects is plain
+//! [`Evidence`], so the judgement can be tested without any of it.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+use crate::availability::AppliedFault;
+use crate::backend::Backend;
+use crate::checker::KeyObservation;
+use crate::clock::MasterClocks;
+use crate::cluster::{Cluster, ClusterOptions, DataMode};
+use crate::compose::Compose;
+use crate::credentials::Credentials;
+use crate::error::HarnessError;
+use crate::faketime::{self, FakeClock};
+use crate::faults::{self, ClientPauses, FaultAction, FaultTargets, ScheduledFault};
+use crate::history::{History, RunClock};
+use crate::proxy::ProxyGroup;
+use crate::run::{BackendChoice, RunOptions, RunReport};
+use crate::scenario::ScheduleParams;
+use crate::server::{connect, redis_server_path};
+use crate::verdict::{self, Evidence};
+use crate::workload::{self, WorkloadOptions};
+
+/// A snapshot of a run in progress, for a live progress line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Time since the run started.
+    pub elapsed: Duration,
+    /// How long clients run.
+    pub duration: Duration,
+    /// Lock attempts finished so far.
+    pub attempts: usize,
+    /// Of those, successful acquisitions.
+    pub acquisitions: usize,
+    /// Faults applied so far.
+    pub faults: usize,
+}
+
+/// How often [`run_with_progress`] reports.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Masters plus what the run needs to reach them.
+struct Masters {
+    backend: Box<dyn Backend>,
+    targets: Vec<SocketAddr>,
+    credentials: Credentials,
+    clocks: MasterClocks,
+}
+
+/// Runs one scenario end to end.
+///
+/// # Errors
+/// When the options are invalid, or the masters, witness, proxies or clients cannot be
+/// started, or a fault cannot be injected.
+pub async fn run(opts: RunOptions) -> Result<RunReport, HarnessError> {
+    run_with_progress(opts, |_| {}).await
+}
+
+/// Runs one scenario end to end, calling `on_progress` every [`PROGRESS_INTERVAL`] while
+/// the clients run.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_with_progress(
+    opts: RunOptions,
+    mut on_progress: impl FnMut(Progress) + Send,
+) -> Result<RunReport, HarnessError> {
+    opts.validate()?;
+    let scenario = opts.scenario;
+    let masters = match &opts.backend {
+        BackendChoice::Process => opts.masters,
+        BackendChoice::Compose(c) => c.services.len(),
+    };
+    let params = ScheduleParams {
+        seed: opts.seed,
+        duration: opts.duration,
+        masters,
+        ttl: opts.ttl,
+        clients: opts.clients,
+    };
+    let schedule = scenario.schedule(&params);
+    let mut notes = Vec::new();
+    let mut m = start_masters(&opts, &schedule, &mut notes).await?;
+
+    // The witness must never be faulted: its own process, or a URL given by the user.
+    let local_witness;
+    let witness_url = match &opts.witness_url {
+        Some(url) => url.clone(),
+        None => {
+            local_witness = Cluster::start(1).await?;
+            local_witness.url(0)
+        }
+    };
+    reset_witness(&witness_url, opts.resources).await?;
+
+    let groups = scenario.groups();
+    let proxies = ProxyGroup::start_for(&m.targets, groups, m.credentials.clone()).await?;
+    let group_urls: Vec<Vec<String>> = (0..groups).map(|g| proxies.urls(g)).collect();
+
+    let wopts = WorkloadOptions::new(opts.clients, opts.ttl, opts.seed);
+    let wopts = WorkloadOptions {
+        resources: opts.resources,
+        ..wopts
+    }
+    .with_mode(opts.mode);
+    let history = History::new(RunClock::new());
+    let pauses = ClientPauses::new();
+    let clock = history.clock();
+
+    let clients = workload::run(
+        &wopts,
+        &group_urls,
+        &witness_url,
+        &history,
+        &pauses,
+        opts.duration,
+    );
+    let injected = std::sync::atomic::AtomicUsize::new(0);
+    let injector = inject(
+        &schedule,
+        &mut m,
+        &proxies,
+        &pauses,
+        clock,
+        opts.duration,
+        &injected,
+    );
+    let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    // Scoped so that the workload's borrow of the masters ends before the heal.
+    let (stats, applied) = {
+        let work = async { tokio::join!(clients, injector) };
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                done = &mut work => break done,
+                _ = tick.tick() => {
+                    let (attempts, acquisitions) = history.counts();
+                    on_progress(Progress {
+                        elapsed: clock.now(),
+                        duration: opts.duration,
+                        attempts,
+                        acquisitions,
+                        faults: injected.load(std::sync::atomic::Ordering::Relaxed),
+                    });
+                }
+            }
+        }
+    };
+    let run_end = clock.now();
+    let mut applied = applied?;
+    let stats = stats?;
+
+    heal_everything(&mut m, &proxies, &pauses, clock, &mut applied).await?;
+    // A request held by a paused master or a slow proxy can still land until the heal.
+    let healed = clock.now();
+
+    // Wait out the TTL, then every lock key left is a leak.
+    let settle = healed + opts.ttl + opts.ttl / 2;
+    tokio::time::sleep_until(tokio::time::Instant::from_std(clock.start() + settle)).await;
+    let observations = scan_lock_keys(&m.backend.urls(), &wopts.key_prefix, clock, &mut notes).await;
+    let actual = workload::witness_total(&witness_url, opts.resources).await?;
+
+    let report = verdict::assess(Evidence {
+        backend: m.backend.name(),
+        masters,
+        options: opts,
+        run_end,
+        healed,
+        records: history.records(),
+        applied,
+        stats,
+        witness_total: actual,
+        observations,
+        notes,
+    });
+    // The history keeps the fault windows next to the records, as the report does.
+    for window in &report.fault_windows {
+        history.push_fault(window.clone());
+    }
+    Ok(report)
+}
+
+async fn start_masters(
+    opts: &RunOptions,
+    schedule: &[ScheduledFault],
+    notes: &mut Vec<String>,
+) -> Result<Masters, HarnessError> {
+    match &opts.backend {
+        BackendChoice::Process => {
+            let jumped = schedule.iter().find_map(|f| match f.action {
+                FaultAction::ClockJump(m, _) => Some(m),
+                _ => None,
+            });
+            let mut env = Vec::new();
+            let mut clocks = MasterClocks::emulated();
+            if let Some(m) = jumped {
+                match usable_fake_clock().await {
+                    Ok(clock) => {
+                        env = vec![Vec::new(); m + 1];
+                        env[m] = clock.env();
+                        clocks = clocks.with_fake_clock(m, clock);
+                        notes.push(format!("clock jumps on m{m} use libfaketime"));
+                    }
+                    Err(e) => notes.push(format!(
+                        "{e}; clock jumps on m{m} are emulated by shifting its keys' TTLs"
+                    )),
+                }
+            }
+            let cluster_opts = ClusterOptions {
+                masters: opts.masters,
+                ..ClusterOptions::default()
+            };
+            let cluster = Cluster::start_with_env(cluster_opts, env).await?;
+            let targets = (0..cluster.len())
+                .map(|i| SocketAddr::from(([127, 0, 0, 1], cluster.port(i))))
+                .collect();
+            let credentials = cluster.options().credentials();
+            Ok(Masters {
+                backend: Box::new(cluster),
+                targets,
+                credentials,
+                clocks,
+            })
+        }
+        BackendChoice::Compose(c) => {
+            let compose = Compose::new(c.as_ref().clone())?;
+            let mut targets = Vec::with_capacity(c.ports.len());
+            for port in &c.ports {
+                let found = tokio::net::lookup_host((c.host.as_str(), *port))
+                    .await
+                    .map_err(|e| HarnessError::io(format!("resolving {}:{port}", c.host), e))?
+                    .next();
+                match found {
+                    Some(addr) => targets.push(addr),
+                    None => {
+                        return Err(HarnessError::InvalidOptions(format!(
+                            "{}:{port} resolves to no address",
+                            c.host
+                        )))
+                    }
+                }
+            }
+            if schedule
+                .iter()
+                .any(|f| matches!(f.action, FaultAction::ClockJump(..)))
+            {
+                notes.push("clock jumps are emulated by shifting TTLs on the compose backend".into());
+            }
+            Ok(Masters {
+                backend: Box::new(compose),
+                targets,
+                credentials: c.credentials.clone(),
+                clocks: MasterClocks::emulated(),
+            })
+        }
+    }
+}
+
+async fn usable_fake_clock() -> Result<FakeClock, HarnessError> {
+    let clock = FakeClock::new()?;
+    faketime::probe(&redis_server_path()?, &clock).await?;
+    Ok(clock)
+}
+
+async fn reset_witness(url: &str, resources: usize) -> Result<(), HarnessError> {
+    let mut conn = connect(url, Duration::from_secs(5))
+        .await
+        .map_err(|e| HarnessError::redis("connecting to the witness", e))?;
+    let keys: Vec<String> = (0..resources)
+        .map(|i| workload::witness_key(&workload::resource_name(i)))
+        .collect();
+    let _: () = conn
+        .del(&keys)
+        .await
+        .map_err(|e| HarnessError::redis("clearing the witness counters", e))?;
+    Ok(())
+}
+
+/// Applies the schedule's faults on time until `until`; later ones are left to the heal.
+async fn inject(
+    schedule: &[ScheduledFault],
+    m: &mut Masters,
+    proxies: &ProxyGroup,
+    pauses: &ClientPauses,
+    clock: RunClock,
+    until: Duration,
+    injected: &std::sync::atomic::AtomicUsize,
+) -> Result<Vec<AppliedFault>, HarnessError> {
+    let mut applied = Vec::with_capacity(schedule.len());
+    for fault in schedule.iter().filter(|f| f.at < until) {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(clock.start() + fault.at)).await;
+        applied.push(apply_now(&fault.action, m, proxies, pauses, clock).await?);
+        injected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    Ok(applied)
+}
+
+async fn apply_now(
+    action: &FaultAction,
+    m: &mut Masters,
+    proxies: &ProxyGroup,
+    pauses: &ClientPauses,
+    clock: RunClock,
+) -> Result<AppliedFault, HarnessError> {
+    let started = clock.now();
+    let mut targets = FaultTargets {
+        backend: m.backend.as_mut(),
+        proxies: Some(proxies),
+        clocks: &mut m.clocks,
+        clients: pauses,
+    };
+    faults::apply(action, &mut targets).await?;
+    Ok(AppliedFault {
+        started,
+        finished: clock.now(),
+        action: action.clone(),
+    })
+}
+
+/// Resumes paused masters, restarts killed ones (keeping data) and heals the network.
+async fn heal_everything(
+    m: &mut Masters,
+    proxies: &ProxyGroup,
+    pauses: &ClientPauses,
+    clock: RunClock,
+    applied: &mut Vec<AppliedFault>,
+) -> Result<(), HarnessError> {
+    let mut killed = BTreeSet::new();
+    let mut paused = BTreeSet::new();
+    let mut network = false;
+    for f in applied.iter() {
+        match &f.action {
+            FaultAction::Kill(i) => {
+                killed.insert(*i);
+                paused.remove(i);
+            }
+            FaultAction::Pause(i) => {
+                paused.insert(*i);
+            }
+            FaultAction::Resume(i) => {
+                paused.remove(i);
+            }
+            FaultAction::Restart(i, _) => {
+                killed.remove(i);
+                paused.remove(i);
+            }
+            FaultAction::Latency(..)
+            | FaultAction::Blackhole(_)
+            | FaultAction::Reset(_)
+            | FaultAction::Partition { .. } => network = true,
+            FaultAction::HealNetwork => network = false,
+            FaultAction::ClockJump(..) | FaultAction::PauseClient(..) => {}
+        }
+    }
+    let mut heal: Vec<FaultAction> = paused.into_iter().map(FaultAction::Resume).collect();
+    heal.extend(
+        killed
+            .into_iter()
+            .map(|i| FaultAction::Restart(i, DataMode::Keep)),
+    );
+    if network {
+        heal.push(FaultAction::HealNetwork);
+    }
+    for action in heal {
+        let done = apply_now(&action, m, proxies, pauses, clock).await?;
+        applied.push(done);
+    }
+    Ok(())
+}
+
+/// `KEYS prefix*` and `PTTL` on every master, directly (not through proxies).
+async fn scan_lock_keys(
+    urls: &[String],
+    prefix: &str,
+    clock: RunClock,
+    notes: &mut Vec<String>,
+) -> Vec<KeyObservation> {
+    let mut found = Vec::new();
+    for (master, url) in urls.iter().enumerate() {
+        let scanned: redis::RedisResult<Vec<(String, i64)>> = async {
+            let mut conn = connect(url, Duration::from_secs(5)).await?;
+            let keys: Vec<String> = conn.keys(format!("{prefix}*")).await?;
+            let mut out = Vec::with_capacity(keys.len());
+            for key in keys {
+                let pttl: i64 = conn.pttl(&key).await?;
+                out.push((key, pttl));
+            }
+            Ok(out)
+        }
+        .await;
+        match scanned {
+            Ok(keys) => found.extend(keys.into_iter().filter(|(_, pttl)| *pttl != -2).map(
+                |(key, pttl_ms)| KeyObservation {
+                    master,
+                    key,
+                    pttl_ms,
+                    observed_at: clock.now(),
+                },
+            )),
+            Err(e) => notes.push(format!("could not scan m{master} for leaked keys: {e}")),
+        }
+    }
+    found
+}

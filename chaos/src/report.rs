@@ -1,0 +1,602 @@
+//! How a chaos run's [`RunReport`] is shown: the human-readable summary, one row of the
+//! Markdown results table, the JSON object behind `--json`, and the SVG timeline.
+//!
+//! Rendering only reads a finished report; it decides nothing (that is `verdict`) and runs
+//! nothing (that is `drive`), so each format can change without touching either.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+
+use crate::error::HarnessError;
+use crate::history::LockRecord;
+use crate::run::RunReport;
+use crate::svg::{self, SvgOptions};
+
+impl RunReport {
+    /// A human-readable summary.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let o = &self.options;
+        let _ =
+            writeln!(
+            s,
+            "scenario {} ({}), seed {}, {} backend, {} masters, {} clients, {} resources, ttl {:?}, {:.1}s",
+            self.scenario.name,
+            if self.scenario.in_model { "in model" } else { "out of model" },
+            o.seed,
+            self.backend,
+            self.masters,
+            o.clients,
+            o.resources,
+            o.ttl,
+            self.run_end.as_secs_f64()
+        );
+        if o.mode.is_unsafe() {
+            let _ = writeln!(s, "clients: {} (UNSAFE, a negative control)", o.mode.name());
+        }
+        let _ = writeln!(
+            s,
+            "operations: {} attempts, {} acquired ({} under faults), {} increments ({} late), {} skipped, {} release failures",
+            self.records.len(),
+            self.acquisitions,
+            self.acquisitions_under_faults,
+            self.stats.increments,
+            self.stats.late_writes,
+            self.stats.skipped,
+            self.stats.release_failures
+        );
+        for f in &self.applied {
+            let _ = writeln!(
+                s,
+                "fault {:>8.3}s..{:>8.3}s  {}",
+                f.started.as_secs_f64(),
+                f.finished.as_secs_f64(),
+                f.action
+            );
+        }
+        let _ = writeln!(
+            s,
+            "safety: {} overlaps, {} acquisitions without majority, witness {} expected / {} actual ({} lost)",
+            self.overlaps.len(),
+            self.acquired_without_majority.len(),
+            self.lost_updates.expected,
+            self.lost_updates.actual,
+            self.lost_updates.lost
+        );
+        for o in self.overlaps.iter().take(10) {
+            let _ = writeln!(
+                s,
+                "  overlap on {} for {:?}: client {} token {} and client {} token {}",
+                o.resource, o.overlap, o.first.client, o.first.token, o.second.client, o.second.token
+            );
+        }
+        let _ = writeln!(
+            s,
+            "liveness: {}/{} attempts succeeded while a majority was reachable ({:.0}%)",
+            self.liveness.successes,
+            self.liveness.attempts,
+            self.liveness.success_rate * 100.0
+        );
+        for (heal, first) in &self.liveness.recovery {
+            match first {
+                Some(d) => {
+                    let _ = writeln!(
+                        s,
+                        "  healed at {:.3}s, first success {:?} later",
+                        heal.as_secs_f64(),
+                        d
+                    );
+                }
+                None => {
+                    let _ = writeln!(s, "  healed at {:.3}s, no success afterwards", heal.as_secs_f64());
+                }
+            }
+        }
+        let _ = writeln!(s, "leaks: {}", self.leaks.len());
+        for note in &self.notes {
+            let _ = writeln!(s, "note: {note}");
+        }
+        let _ = writeln!(s, "verdict: {:?}", self.verdict);
+        for reason in &self.reasons {
+            let _ = writeln!(s, "  {reason}");
+        }
+        s
+    }
+
+    /// The header of the results table (Markdown) whose rows are [`RunReport::table_row`].
+    pub fn table_header() -> String {
+        [
+            "| scenario | model | seed | duration | acquisitions | under faults | violations | lost updates | leaked keys | success (majority up) | verdict |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        .join("\n")
+    }
+
+    /// This run as one row of the results table.
+    pub fn table_row(&self) -> String {
+        let model = match (self.scenario.in_model, self.options.mode.is_unsafe()) {
+            (_, true) => format!("unsafe {}", self.options.mode.name()),
+            (true, false) => "in".to_string(),
+            (false, false) => "out".to_string(),
+        };
+        format!(
+            "| {} | {model} | {} | {:.0}s | {} | {} | {} | {} | {} | {:.1}% | {} |",
+            self.scenario.name,
+            self.options.seed,
+            self.options.duration.as_secs_f64(),
+            self.acquisitions,
+            self.acquisitions_under_faults,
+            self.overlaps.len() + self.acquired_without_majority.len(),
+            self.lost_updates.lost,
+            self.leaks.len(),
+            self.liveness.success_rate * 100.0,
+            format!("{:?}", self.verdict).to_lowercase()
+        )
+    }
+
+    /// The report as one JSON object: the `--json` output.
+    ///
+    /// The top level carries the summary counts, the verdict and its reasons; then come the
+    /// faults, the workload totals, the overlaps, the acquisitions without a majority, the
+    /// witness, liveness, the leaked keys and every lock record. Times are milliseconds
+    /// rounded to the microsecond, written as integers when they are whole.
+    ///
+    /// # Errors
+    /// [`HarnessError::Json`] if the report cannot be serialized; its plain strings and
+    /// numbers give serde no reason to fail.
+    pub fn to_json(&self) -> Result<String, HarnessError> {
+        serde_json::to_string(&JsonReport::from(self)).map_err(HarnessError::Json)
+    }
+
+    /// The run as an SVG timeline.
+    pub fn svg(&self) -> String {
+        let opts = SvgOptions {
+            title: format!(
+                "{} (seed {}, {:?}): {} overlaps, {} lost",
+                self.scenario.name,
+                self.options.seed,
+                self.verdict,
+                self.overlaps.len(),
+                self.lost_updates.lost
+            ),
+            ..SvgOptions::default()
+        };
+        svg::timeline(&self.records, &self.fault_windows, self.run_end, &opts)
+    }
+}
+
+/// The JSON object of a report, field by field in output order.
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    scenario: &'a str,
+    in_model: bool,
+    seed: u64,
+    clients_mode: &'a str,
+    acquisitions: usize,
+    acquisitions_under_faults: usize,
+    violations: usize,
+    lost_updates: u64,
+    success_rate_majority_up: Number,
+    leaked_keys: usize,
+    backend: &'a str,
+    masters: usize,
+    clients: usize,
+    resources: usize,
+    ttl_ms: Ms,
+    duration_ms: Ms,
+    run_end_ms: Ms,
+    verdict: String,
+    reasons: &'a [String],
+    notes: &'a [String],
+    faults: Vec<JsonFault>,
+    stats: JsonStats,
+    overlaps: Vec<JsonOverlap<'a>>,
+    acquired_without_majority: Vec<JsonRecord<'a>>,
+    witness: JsonWitness,
+    liveness: JsonLiveness,
+    leaks: Vec<JsonLeak<'a>>,
+    records: Vec<JsonRecord<'a>>,
+}
+
+impl<'a> From<&'a RunReport> for JsonReport<'a> {
+    fn from(r: &'a RunReport) -> JsonReport<'a> {
+        let o = &r.options;
+        JsonReport {
+            scenario: r.scenario.name,
+            in_model: r.scenario.in_model,
+            seed: o.seed,
+            clients_mode: o.mode.name(),
+            acquisitions: r.acquisitions,
+            acquisitions_under_faults: r.acquisitions_under_faults,
+            violations: r.overlaps.len() + r.acquired_without_majority.len(),
+            lost_updates: r.lost_updates.lost,
+            success_rate_majority_up: Number(r.liveness.success_rate),
+            leaked_keys: r.leaks.len(),
+            backend: r.backend,
+            masters: r.masters,
+            clients: o.clients,
+            resources: o.resources,
+            ttl_ms: Ms(o.ttl),
+            duration_ms: Ms(o.duration),
+            run_end_ms: Ms(r.run_end),
+            verdict: format!("{:?}", r.verdict).to_lowercase(),
+            reasons: &r.reasons,
+            notes: &r.notes,
+            faults: r
+                .applied
+                .iter()
+                .map(|f| JsonFault {
+                    started_ms: Ms(f.started),
+                    finished_ms: Ms(f.finished),
+                    action: f.action.to_string(),
+                })
+                .collect(),
+            stats: JsonStats {
+                attempts: r.records.len(),
+                acquired: r.records.iter().filter(|x| x.acquired.is_some()).count(),
+                increments: r.stats.increments,
+                late_writes: r.stats.late_writes,
+                skipped: r.stats.skipped,
+                acquire_failures: r.stats.acquire_failures,
+                release_failures: r.stats.release_failures,
+                witness_errors: r.stats.witness_errors,
+            },
+            overlaps: r
+                .overlaps
+                .iter()
+                .map(|v| JsonOverlap {
+                    resource: &v.resource,
+                    overlap_ms: Ms(v.overlap),
+                    first: JsonRecord::from(&v.first),
+                    second: JsonRecord::from(&v.second),
+                })
+                .collect(),
+            acquired_without_majority: r.acquired_without_majority.iter().map(JsonRecord::from).collect(),
+            witness: JsonWitness {
+                expected: r.lost_updates.expected,
+                actual: r.lost_updates.actual,
+                lost: r.lost_updates.lost,
+                unaccounted: r.lost_updates.unaccounted,
+            },
+            liveness: JsonLiveness {
+                attempts: r.liveness.attempts,
+                successes: r.liveness.successes,
+                success_rate: Number(r.liveness.success_rate),
+                recovery: r
+                    .liveness
+                    .recovery
+                    .iter()
+                    .map(|(heal, first)| JsonRecovery {
+                        healed_ms: Ms(*heal),
+                        first_success_after_ms: first.map(Ms),
+                    })
+                    .collect(),
+            },
+            leaks: r
+                .leaks
+                .iter()
+                .map(|l| JsonLeak {
+                    master: l.master,
+                    key: &l.key,
+                    pttl_ms: l.pttl_ms,
+                })
+                .collect(),
+            records: r.records.iter().map(JsonRecord::from).collect(),
+        }
+    }
+}
+
+/// One applied fault.
+#[derive(Serialize)]
+struct JsonFault {
+    started_ms: Ms,
+    finished_ms: Ms,
+    action: String,
+}
+
+/// The workload totals.
+#[derive(Serialize)]
+struct JsonStats {
+    attempts: usize,
+    acquired: usize,
+    increments: u64,
+    late_writes: u64,
+    skipped: u64,
+    acquire_failures: u64,
+    release_failures: u64,
+    witness_errors: u64,
+}
+
+/// Two holders of one resource at once, with both records.
+#[derive(Serialize)]
+struct JsonOverlap<'a> {
+    resource: &'a str,
+    overlap_ms: Ms,
+    first: JsonRecord<'a>,
+    second: JsonRecord<'a>,
+}
+
+/// One lock operation.
+#[derive(Serialize)]
+struct JsonRecord<'a> {
+    client: usize,
+    resource: &'a str,
+    token: &'a str,
+    invoked_ms: Ms,
+    acquired_ms: Option<Ms>,
+    validity_end_ms: Option<Ms>,
+    released_ms: Option<Ms>,
+    fencing: Option<u64>,
+    error: Option<&'a str>,
+}
+
+impl<'a> From<&'a LockRecord> for JsonRecord<'a> {
+    fn from(r: &'a LockRecord) -> JsonRecord<'a> {
+        JsonRecord {
+            client: r.client,
+            resource: &r.resource,
+            token: &r.token,
+            invoked_ms: Ms(r.invoked),
+            acquired_ms: r.acquired.map(Ms),
+            validity_end_ms: r.validity_end.map(Ms),
+            released_ms: r.released.map(Ms),
+            fencing: r.fencing,
+            error: r.error.as_deref(),
+        }
+    }
+}
+
+/// The witness counts.
+#[derive(Serialize)]
+struct JsonWitness {
+    expected: u64,
+    actual: u64,
+    lost: u64,
+    unaccounted: u64,
+}
+
+/// Progress while a majority was reachable, and recovery after heals.
+#[derive(Serialize)]
+struct JsonLiveness {
+    attempts: usize,
+    successes: usize,
+    success_rate: Number,
+    recovery: Vec<JsonRecovery>,
+}
+
+/// How long after a heal the first acquisition succeeded (`null`: none did).
+#[derive(Serialize)]
+struct JsonRecovery {
+    healed_ms: Ms,
+    first_success_after_ms: Option<Ms>,
+}
+
+/// A lock key left behind.
+#[derive(Serialize)]
+struct JsonLeak<'a> {
+    master: usize,
+    key: &'a str,
+    pttl_ms: i64,
+}
+
+/// A duration as milliseconds, rounded to the microsecond.
+struct Ms(Duration);
+
+impl Serialize for Ms {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Number((self.0.as_secs_f64() * 1e6).round() / 1e3).serialize(serializer)
+    }
+}
+
+/// A number written as an integer when it is whole (`1500`, not `1500.0`), and as `null`
+/// when it is not finite.
+struct Number(f64);
+
+/// Whole numbers below this magnitude convert to an integer exactly.
+const EXACT_INTEGERS: f64 = 9_007_199_254_740_992.0; // 2^53
+
+impl Serialize for Number {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let x = self.0;
+        if !x.is_finite() {
+            serializer.serialize_none()
+        } else if x.fract() == 0.0 && x.abs() < EXACT_INTEGERS {
+            // Exact: whole and within the range where every integer is an f64.
+            serializer.serialize_i64(x as i64)
+        } else {
+            serializer.serialize_f64(x)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::availability::{self, AppliedFault};
+    use crate::checker::{self, KeyObservation, Liveness};
+    use crate::faults::FaultAction;
+    use crate::run::tests::{hold, report};
+    use crate::verdict::judge;
+    use crate::workload::{ClientMode, WorkloadStats};
+
+    /// A judged report with one of everything the JSON carries, awkward values included:
+    /// fractional and whole milliseconds, absent times, a fencing token, an error text with
+    /// quotes and control characters, the largest seed.
+    fn rich_report() -> RunReport {
+        let mut r = report("partition");
+        let mut a = hold(0, 0, 100);
+        a.token = "t-a".into();
+        a.released = Some(Duration::from_micros(90_500));
+        a.fencing = Some(7);
+        let mut b = hold(1, 50, 150);
+        b.token = "t-b".into();
+        let mut failed = LockRecord::invoked(2, "r1", Duration::from_nanos(1_234_567_891));
+        failed.error = Some("boom: \"quoted\"\n\ttab\u{1}\\".into());
+        r.records = vec![a.clone(), b.clone(), failed];
+        r.acquisitions = 2;
+        r.acquisitions_under_faults = 1;
+        r.overlaps = checker::overlaps(&[a.clone(), b]);
+        r.acquired_without_majority = vec![a];
+        r.applied = vec![
+            AppliedFault {
+                started: Duration::from_micros(2_000_000),
+                finished: Duration::from_micros(2_003_250),
+                action: FaultAction::Partition {
+                    group: 0,
+                    masters: vec![0, 1, 2],
+                },
+            },
+            AppliedFault {
+                started: Duration::from_millis(6000),
+                finished: Duration::from_nanos(6_000_000_400),
+                action: FaultAction::HealNetwork,
+            },
+        ];
+        r.fault_windows = availability::fault_windows(&r.applied, r.run_end);
+        r.lost_updates = checker::lost_updates(10, 8);
+        r.stats = WorkloadStats {
+            increments: 10,
+            late_writes: 1,
+            skipped: 2,
+            acquire_failures: 3,
+            release_failures: 4,
+            witness_errors: 5,
+        };
+        r.liveness = Liveness {
+            attempts: 3,
+            successes: 2,
+            success_rate: 2.0 / 3.0,
+            recovery: vec![
+                (Duration::from_millis(6000), Some(Duration::from_micros(12_345))),
+                (Duration::from_millis(8000), None),
+            ],
+        };
+        r.leaks = vec![KeyObservation {
+            master: 3,
+            key: "quorlock-chaos:r0".into(),
+            pttl_ms: -1,
+            observed_at: Duration::from_secs(12),
+        }];
+        r.notes = vec!["a note".into()];
+        r.options.seed = u64::MAX;
+        r.options.mode = ClientMode::SingleMaster;
+        r.options.ttl = Duration::from_micros(1_500_500);
+        judge(&mut r);
+        r
+    }
+
+    #[test]
+    fn reports_render_as_text_json_and_svg() {
+        let mut r = report("none");
+        r.records = vec![hold(0, 0, 100)];
+        judge(&mut r);
+        assert!(r.summary().contains("verdict: Pass"));
+        let json = r.to_json().unwrap();
+        assert!(json.starts_with("{\"scenario\":\"none\""), "{json}");
+        assert!(json.contains("\"verdict\":\"pass\""));
+        assert!(r.svg().contains("class=\"hold\""));
+        let row = r.table_row();
+        assert!(row.starts_with("| none | in | 1 | 30s | 0 |"), "{row}");
+        assert!(row.ends_with("| pass |"), "{row}");
+        let columns = |line: &str| line.matches('|').count();
+        let header = RunReport::table_header();
+        assert!(
+            header.lines().all(|line| columns(line) == columns(&row)),
+            "{header}"
+        );
+    }
+
+    #[test]
+    fn the_json_of_a_plain_run_is_pinned_byte_for_byte() {
+        let mut r = report("none");
+        r.records = vec![hold(0, 0, 100)];
+        judge(&mut r);
+        let expected = concat!(
+            r#"{"scenario":"none","in_model":true,"seed":1,"clients_mode":"safe","acquisitions":0,"#,
+            r#""acquisitions_under_faults":0,"violations":0,"lost_updates":0,"#,
+            r#""success_rate_majority_up":1,"leaked_keys":0,"backend":"process","masters":5,"#,
+            r#""clients":16,"resources":4,"ttl_ms":2000,"duration_ms":30000,"run_end_ms":10000,"#,
+            r#""verdict":"pass","reasons":[],"notes":[],"faults":[],"stats":{"attempts":1,"acquired":1,"#,
+            r#""increments":10,"late_writes":0,"skipped":0,"acquire_failures":0,"release_failures":0,"#,
+            r#""witness_errors":0},"overlaps":[],"acquired_without_majority":[],"#,
+            r#""witness":{"expected":10,"actual":10,"lost":0,"unaccounted":0},"liveness":{"attempts":0,"#,
+            r#""successes":0,"success_rate":1,"recovery":[]},"leaks":[],"records":[{"client":0,"#,
+            r#""resource":"r0","token":"","invoked_ms":0,"acquired_ms":0,"validity_end_ms":100,"#,
+            r#""released_ms":null,"fencing":null,"error":null}]}"#,
+        );
+        assert_eq!(r.to_json().unwrap(), expected);
+    }
+
+    #[test]
+    fn the_json_of_a_failed_run_keeps_every_field_in_order() {
+        let expected = concat!(
+            r#"{"scenario":"partition","in_model":true,"seed":18446744073709551615,"#,
+            r#""clients_mode":"single-master","acquisitions":2,"acquisitions_under_faults":1,"#,
+            r#""violations":2,"lost_updates":2,"success_rate_majority_up":0.6666666666666666,"#,
+            r#""leaked_keys":1,"backend":"process","masters":5,"clients":16,"resources":4,"#,
+            r#""ttl_ms":1500.5,"duration_ms":30000,"run_end_ms":10000,"verdict":"fail","#,
+            r#""reasons":["1 acquisitions succeeded while their client could not reach a majority","#,
+            r#""1 pairs of holders overlapped inside their validity","2 witness increments were lost","#,
+            r#""1 lock keys outlived their TTL"],"notes":["a note","#,
+            r#""negative control (single-master clients): the checker detected 1 overlaps and 2 lost in"#,
+            r#"crements, as it must"],"faults":[{"started_ms":2000,"finished_ms":2003.25,"#,
+            r#""action":"partition g0 | m0,m1,m2"},{"started_ms":6000,"finished_ms":6000,"#,
+            r#""action":"heal network"}],"stats":{"attempts":3,"acquired":2,"increments":10,"#,
+            r#""late_writes":1,"skipped":2,"acquire_failures":3,"release_failures":4,"#,
+            r#""witness_errors":5},"overlaps":[{"resource":"r0","overlap_ms":40.5,"first":{"client":0,"#,
+            r#""resource":"r0","token":"t-a","invoked_ms":0,"acquired_ms":0,"validity_end_ms":100,"#,
+            r#""released_ms":90.5,"fencing":7,"error":null},"second":{"client":1,"resource":"r0","#,
+            r#""token":"t-b","invoked_ms":50,"acquired_ms":50,"validity_end_ms":150,"released_ms":null,"#,
+            r#""fencing":null,"error":null}}],"acquired_without_majority":[{"client":0,"resource":"r0","#,
+            r#""token":"t-a","invoked_ms":0,"acquired_ms":0,"validity_end_ms":100,"released_ms":90.5,"#,
+            r#""fencing":7,"error":null}],"witness":{"expected":10,"actual":8,"lost":2,"#,
+            r#""unaccounted":0},"liveness":{"attempts":3,"successes":2,"#,
+            r#""success_rate":0.6666666666666666,"recovery":[{"healed_ms":6000,"#,
+            r#""first_success_after_ms":12.345},{"healed_ms":8000,"first_success_after_ms":null}]},"#,
+            r#""leaks":[{"master":3,"key":"quorlock-chaos:r0","pttl_ms":-1}],"records":[{"client":0,"#,
+            r#""resource":"r0","token":"t-a","invoked_ms":0,"acquired_ms":0,"validity_end_ms":100,"#,
+            r#""released_ms":90.5,"fencing":7,"error":null},{"client":1,"resource":"r0","token":"t-b","#,
+            r#""invoked_ms":50,"acquired_ms":50,"validity_end_ms":150,"released_ms":null,"#,
+            r#""fencing":null,"error":null},{"client":2,"resource":"r1","token":"","#,
+            r#""invoked_ms":1234.568,"acquired_ms":null,"validity_end_ms":null,"released_ms":null,"#,
+            r#""fencing":null,"error":"boom: \"quoted\"\n\ttab\u0001\\"}]}"#,
+        );
+        let json = rich_report().to_json().unwrap();
+        assert_eq!(json, expected);
+        // And it is JSON that reads back with the same values.
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(value["seed"], u64::MAX);
+        assert_eq!(value["ttl_ms"], 1500.5);
+        assert_eq!(value["records"][2]["error"], "boom: \"quoted\"\n\ttab\u{1}\\");
+        assert_eq!(value["records"][1]["released_ms"], serde_json::Value::Null);
+        assert_eq!(value["liveness"]["recovery"][0]["first_success_after_ms"], 12.345);
+    }
+
+    #[test]
+    fn numbers_are_whole_when_they_can_be_and_null_when_not_finite() {
+        let json = |x: f64| serde_json::to_string(&Number(x)).unwrap();
+        assert_eq!(json(1.0), "1");
+        assert_eq!(json(0.0), "0");
+        assert_eq!(json(1.5), "1.5");
+        assert_eq!(json(2.0 / 3.0), "0.6666666666666666");
+        assert_eq!(json(f64::NAN), "null");
+        assert_eq!(json(f64::INFINITY), "null");
+        let ms = |d: Duration| serde_json::to_string(&Ms(d)).unwrap();
+        assert_eq!(ms(Duration::from_micros(1500)), "1.5");
+        assert_eq!(ms(Duration::from_secs(30)), "30000");
+        assert_eq!(ms(Duration::from_nanos(1_234_567_891)), "1234.568");
+    }
+
+    #[test]
+    fn a_negative_control_is_shown_as_unsafe() {
+        let mut r = report("none");
+        r.options.mode = ClientMode::IgnoreValidity;
+        r.lost_updates = checker::lost_updates(10, 7);
+        r.stats.late_writes = 10;
+        judge(&mut r);
+        assert!(r.summary().contains("UNSAFE"));
+        assert!(r.table_row().contains("| unsafe ignore-validity |"));
+    }
+}
