@@ -44,6 +44,7 @@ pub mod json;
 pub mod proxy;
 pub mod runner;
 pub mod scenario;
+pub mod sim;
 pub mod svg;
 pub mod workload;
 
