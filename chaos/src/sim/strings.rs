@@ -41,7 +41,8 @@ pub(crate) fn set(server: &mut Server, args: &[&[u8]]) -> CmdResult {
         } else if is(opt, "keepttl") && expire.is_none() {
             keepttl = true;
         } else if let (Some(unit), Some(arg)) = (expire_unit(opt), next) {
-            if keepttl || expire.is_some() {
+            // The same unit may repeat (the last one wins); two units, or one with KEEPTTL, may not.
+            if keepttl || expire.is_some_and(|(set, _)| set != unit) {
                 return Err(err(SYNTAX));
             }
             expire = Some((unit, arg));
