@@ -366,3 +366,13 @@ fn differential_multi_reentrant_fair_scripts() {
         .iter()
         .any(|(channel, _)| channel.starts_with(b"release:")));
 }
+
+#[test]
+fn a_runaway_script_is_stopped_and_the_master_goes_on() {
+    let mut m = master(Flavor::Redis70, Persistence::None);
+    let reply = run(&mut m, T0, &["EVAL", "while true do end", "0"]);
+    let text = error_text(&reply);
+    assert!(text.starts_with("ERR Script killed"), "{text}");
+    assert!(text.contains("on @user_script:1."), "{text}");
+    assert_eq!(run(&mut m, T0, &["EVAL", "return 7", "0"]), Value::Int(7));
+}

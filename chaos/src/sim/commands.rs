@@ -124,374 +124,48 @@ macro_rules! spec {
 }
 
 /// Every command, the hot ones first (lookup is a linear scan).
+#[rustfmt::skip]
 pub(crate) static TABLE: &[Spec] = &[
-    spec!(
-        Set,
-        "set",
-        -3,
-        ["write", "denyoom"],
-        1,
-        1,
-        1,
-        ["@write", "@string", "@slow"]
-    ),
-    spec!(
-        EvalSha,
-        "evalsha",
-        -3,
-        [
-            "noscript",
-            "stale",
-            "skip_monitor",
-            "no_mandatory_keys",
-            "movablekeys"
-        ],
-        0,
-        0,
-        0,
-        ["@slow", "@scripting"]
-    ),
-    spec!(
-        Eval,
-        "eval",
-        -3,
-        [
-            "noscript",
-            "stale",
-            "skip_monitor",
-            "no_mandatory_keys",
-            "movablekeys"
-        ],
-        0,
-        0,
-        0,
-        ["@slow", "@scripting"]
-    ),
-    spec!(
-        Get,
-        "get",
-        2,
-        ["readonly", "fast"],
-        1,
-        1,
-        1,
-        ["@read", "@string", "@fast"]
-    ),
-    spec!(
-        Del,
-        "del",
-        -2,
-        ["write"],
-        1,
-        -1,
-        1,
-        ["@keyspace", "@write", "@slow"]
-    ),
-    spec!(
-        DelIfEq,
-        "delifeq",
-        3,
-        ["write", "fast"],
-        1,
-        1,
-        1,
-        ["@write", "@string", "@fast"]
-    ),
-    spec!(
-        PExpire,
-        "pexpire",
-        -3,
-        ["write", "fast"],
-        1,
-        1,
-        1,
-        ["@keyspace", "@write", "@fast"]
-    ),
-    spec!(
-        PTtl,
-        "pttl",
-        2,
-        ["readonly", "fast"],
-        1,
-        1,
-        1,
-        ["@keyspace", "@read", "@fast"]
-    ),
-    spec!(
-        Exists,
-        "exists",
-        -2,
-        ["readonly", "fast"],
-        1,
-        -1,
-        1,
-        ["@keyspace", "@read", "@fast"]
-    ),
-    spec!(
-        Publish,
-        "publish",
-        3,
-        ["pubsub", "loading", "stale", "fast"],
-        0,
-        0,
-        0,
-        ["@pubsub", "@fast"]
-    ),
+    spec!(Set, "set", -3, ["write", "denyoom"], 1, 1, 1, ["@write", "@string", "@slow"]),
+    spec!(EvalSha, "evalsha", -3, ["noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], 0, 0, 0, ["@slow", "@scripting"]),
+    spec!(Eval, "eval", -3, ["noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], 0, 0, 0, ["@slow", "@scripting"]),
+    spec!(Get, "get", 2, ["readonly", "fast"], 1, 1, 1, ["@read", "@string", "@fast"]),
+    spec!(Del, "del", -2, ["write"], 1, -1, 1, ["@keyspace", "@write", "@slow"]),
+    spec!(DelIfEq, "delifeq", 3, ["write", "fast"], 1, 1, 1, ["@write", "@string", "@fast"]),
+    spec!(PExpire, "pexpire", -3, ["write", "fast"], 1, 1, 1, ["@keyspace", "@write", "@fast"]),
+    spec!(PTtl, "pttl", 2, ["readonly", "fast"], 1, 1, 1, ["@keyspace", "@read", "@fast"]),
+    spec!(Exists, "exists", -2, ["readonly", "fast"], 1, -1, 1, ["@keyspace", "@read", "@fast"]),
+    spec!(Publish, "publish", 3, ["pubsub", "loading", "stale", "fast"], 0, 0, 0, ["@pubsub", "@fast"]),
     spec!(Time, "time", 1, ["loading", "stale", "fast"], 0, 0, 0, ["@fast"]),
-    spec!(
-        ZAdd,
-        "zadd",
-        -4,
-        ["write", "denyoom", "fast"],
-        1,
-        1,
-        1,
-        ["@write", "@sortedset", "@fast"]
-    ),
-    spec!(
-        ZRem,
-        "zrem",
-        -3,
-        ["write", "fast"],
-        1,
-        1,
-        1,
-        ["@write", "@sortedset", "@fast"]
-    ),
-    spec!(
-        ZRange,
-        "zrange",
-        -4,
-        ["readonly"],
-        1,
-        1,
-        1,
-        ["@read", "@sortedset", "@slow"]
-    ),
-    spec!(
-        ZRangeByScore,
-        "zrangebyscore",
-        -4,
-        ["readonly"],
-        1,
-        1,
-        1,
-        ["@read", "@sortedset", "@slow"]
-    ),
-    spec!(
-        ZScore,
-        "zscore",
-        3,
-        ["readonly", "fast"],
-        1,
-        1,
-        1,
-        ["@read", "@sortedset", "@fast"]
-    ),
-    spec!(
-        ZCard,
-        "zcard",
-        2,
-        ["readonly", "fast"],
-        1,
-        1,
-        1,
-        ["@read", "@sortedset", "@fast"]
-    ),
-    spec!(
-        HSetNx,
-        "hsetnx",
-        4,
-        ["write", "denyoom", "fast"],
-        1,
-        1,
-        1,
-        ["@write", "@hash", "@fast"]
-    ),
-    spec!(
-        HGet,
-        "hget",
-        3,
-        ["readonly", "fast"],
-        1,
-        1,
-        1,
-        ["@read", "@hash", "@fast"]
-    ),
-    spec!(
-        HDel,
-        "hdel",
-        -3,
-        ["write", "fast"],
-        1,
-        1,
-        1,
-        ["@write", "@hash", "@fast"]
-    ),
-    spec!(
-        HExists,
-        "hexists",
-        3,
-        ["readonly", "fast"],
-        1,
-        1,
-        1,
-        ["@read", "@hash", "@fast"]
-    ),
-    spec!(
-        HIncrBy,
-        "hincrby",
-        4,
-        ["write", "denyoom", "fast"],
-        1,
-        1,
-        1,
-        ["@write", "@hash", "@fast"]
-    ),
-    spec!(
-        HGetAll,
-        "hgetall",
-        2,
-        ["readonly"],
-        1,
-        1,
-        1,
-        ["@read", "@hash", "@slow"]
-    ),
-    spec!(
-        HLen,
-        "hlen",
-        2,
-        ["readonly", "fast"],
-        1,
-        1,
-        1,
-        ["@read", "@hash", "@fast"]
-    ),
-    spec!(
-        Ttl,
-        "ttl",
-        2,
-        ["readonly", "fast"],
-        1,
-        1,
-        1,
-        ["@keyspace", "@read", "@fast"]
-    ),
-    spec!(
-        Type,
-        "type",
-        2,
-        ["readonly", "fast"],
-        1,
-        1,
-        1,
-        ["@keyspace", "@read", "@fast"]
-    ),
-    spec!(
-        MGet,
-        "mget",
-        -2,
-        ["readonly", "fast"],
-        1,
-        -1,
-        1,
-        ["@read", "@string", "@fast"]
-    ),
-    spec!(
-        Incr,
-        "incr",
-        2,
-        ["write", "denyoom", "fast"],
-        1,
-        1,
-        1,
-        ["@write", "@string", "@fast"]
-    ),
+    spec!(ZAdd, "zadd", -4, ["write", "denyoom", "fast"], 1, 1, 1, ["@write", "@sortedset", "@fast"]),
+    spec!(ZRem, "zrem", -3, ["write", "fast"], 1, 1, 1, ["@write", "@sortedset", "@fast"]),
+    spec!(ZRange, "zrange", -4, ["readonly"], 1, 1, 1, ["@read", "@sortedset", "@slow"]),
+    spec!(ZRangeByScore, "zrangebyscore", -4, ["readonly"], 1, 1, 1, ["@read", "@sortedset", "@slow"]),
+    spec!(ZScore, "zscore", 3, ["readonly", "fast"], 1, 1, 1, ["@read", "@sortedset", "@fast"]),
+    spec!(ZCard, "zcard", 2, ["readonly", "fast"], 1, 1, 1, ["@read", "@sortedset", "@fast"]),
+    spec!(HSetNx, "hsetnx", 4, ["write", "denyoom", "fast"], 1, 1, 1, ["@write", "@hash", "@fast"]),
+    spec!(HGet, "hget", 3, ["readonly", "fast"], 1, 1, 1, ["@read", "@hash", "@fast"]),
+    spec!(HDel, "hdel", -3, ["write", "fast"], 1, 1, 1, ["@write", "@hash", "@fast"]),
+    spec!(HExists, "hexists", 3, ["readonly", "fast"], 1, 1, 1, ["@read", "@hash", "@fast"]),
+    spec!(HIncrBy, "hincrby", 4, ["write", "denyoom", "fast"], 1, 1, 1, ["@write", "@hash", "@fast"]),
+    spec!(HGetAll, "hgetall", 2, ["readonly"], 1, 1, 1, ["@read", "@hash", "@slow"]),
+    spec!(HLen, "hlen", 2, ["readonly", "fast"], 1, 1, 1, ["@read", "@hash", "@fast"]),
+    spec!(Ttl, "ttl", 2, ["readonly", "fast"], 1, 1, 1, ["@keyspace", "@read", "@fast"]),
+    spec!(Type, "type", 2, ["readonly", "fast"], 1, 1, 1, ["@keyspace", "@read", "@fast"]),
+    spec!(MGet, "mget", -2, ["readonly", "fast"], 1, -1, 1, ["@read", "@string", "@fast"]),
+    spec!(Incr, "incr", 2, ["write", "denyoom", "fast"], 1, 1, 1, ["@write", "@string", "@fast"]),
     spec!(Ping, "ping", -1, ["fast"], 0, 0, 0, ["@fast", "@connection"]),
-    spec!(
-        Echo,
-        "echo",
-        2,
-        ["loading", "stale", "fast"],
-        0,
-        0,
-        0,
-        ["@fast", "@connection"]
-    ),
-    spec!(
-        Info,
-        "info",
-        -1,
-        ["loading", "stale"],
-        0,
-        0,
-        0,
-        ["@slow", "@dangerous"]
-    ),
+    spec!(Echo, "echo", 2, ["loading", "stale", "fast"], 0, 0, 0, ["@fast", "@connection"]),
+    spec!(Info, "info", -1, ["loading", "stale"], 0, 0, 0, ["@slow", "@dangerous"]),
     spec!(Config, "config", -2, [], 0, 0, 0, ["@slow"]),
-    spec!(
-        Command,
-        "command",
-        -1,
-        ["loading", "stale"],
-        0,
-        0,
-        0,
-        ["@slow", "@connection"]
-    ),
+    spec!(Command, "command", -1, ["loading", "stale"], 0, 0, 0, ["@slow", "@connection"]),
     spec!(Script, "script", -2, [], 0, 0, 0, ["@slow"]),
-    spec!(
-        FlushAll,
-        "flushall",
-        -1,
-        ["write"],
-        0,
-        0,
-        0,
-        ["@keyspace", "@write", "@slow", "@dangerous"]
-    ),
-    spec!(
-        DbSize,
-        "dbsize",
-        1,
-        ["readonly", "fast"],
-        0,
-        0,
-        0,
-        ["@keyspace", "@read", "@fast"]
-    ),
-    spec!(
-        Keys,
-        "keys",
-        2,
-        ["readonly"],
-        0,
-        0,
-        0,
-        ["@keyspace", "@read", "@slow", "@dangerous"]
-    ),
-    spec!(
-        Scan,
-        "scan",
-        -2,
-        ["readonly"],
-        0,
-        0,
-        0,
-        ["@keyspace", "@read", "@slow"]
-    ),
+    spec!(FlushAll, "flushall", -1, ["write"], 0, 0, 0, ["@keyspace", "@write", "@slow", "@dangerous"]),
+    spec!(DbSize, "dbsize", 1, ["readonly", "fast"], 0, 0, 0, ["@keyspace", "@read", "@fast"]),
+    spec!(Keys, "keys", 2, ["readonly"], 0, 0, 0, ["@keyspace", "@read", "@slow", "@dangerous"]),
+    spec!(Scan, "scan", -2, ["readonly"], 0, 0, 0, ["@keyspace", "@read", "@slow"]),
     spec!(Client, "client", -2, [], 0, 0, 0, ["@slow"]),
-    spec!(
-        Select,
-        "select",
-        2,
-        ["loading", "stale", "fast"],
-        0,
-        0,
-        0,
-        ["@fast", "@connection"]
-    ),
+    spec!(Select, "select", 2, ["loading", "stale", "fast"], 0, 0, 0, ["@fast", "@connection"]),
 ];
 
 /// The command called `name` (any case), if `flavor` has it.

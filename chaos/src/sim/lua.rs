@@ -16,7 +16,10 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use mlua::{ChunkMode, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value as LuaValue, Variadic};
+use mlua::{
+    ChunkMode, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value as LuaValue,
+    Variadic, VmState,
+};
 use redis::Value;
 
 use super::exec;
@@ -27,12 +30,19 @@ use super::server::Server;
 /// Source name scripts are compiled under, as in Redis (it shows in error messages).
 const SCRIPT_SOURCE: &str = "@user_script";
 
+/// A script is stopped after this many slices of [`SLICE`] Lua instructions (10^8 instructions,
+/// seconds of real time): a runaway script would otherwise hang the whole simulation, where a
+/// real server would answer `BUSY` to everyone until `SCRIPT KILL`.
+const MAX_SLICES: u32 = 100;
+/// Instructions between two checks of a script's budget.
+const SLICE: u32 = 1_000_000;
+
 /// Deeper nested replies than this convert to nil (a cycle would otherwise never end).
 const MAX_DEPTH: usize = 100;
 
 /// Builds the `redis` table and the read-only environment. Runs once per engine.
 const PRELUDE: &str = r#"
-local call, pcall_impl, sha1hex, random = ...
+local call, pcall_impl, sha1hex, random, error_value = ...
 local type, error, tostring, setmetatable = type, error, tostring, setmetatable
 local redis = {}
 redis.call = call
@@ -66,6 +76,17 @@ redis.setresp = function() end
 math.random = random
 math.randomseed = function() end
 _G.redis = redis
+-- pcall(redis.call, ...) gives the script the error's text, as on the real server.
+local raw_pcall = pcall
+local function caught(ok, ...)
+  if ok then
+    return ok, ...
+  end
+  return ok, error_value((...))
+end
+_G.pcall = function(...)
+  return caught(raw_pcall(...))
+end
 _G.loadfile, _G.dofile, _G.print = nil, nil, nil
 local globals = _G
 setmetatable(globals, {__index = function(_, name)
@@ -88,6 +109,8 @@ pub(crate) struct ScriptEngine {
     scripts: HashMap<[u8; 40], Function>,
     /// State of `math.random`, reset before every script as Redis reseeds it.
     random: Rc<Cell<u64>>,
+    /// Instruction slices the running script has used.
+    slices: Rc<Cell<u32>>,
 }
 
 impl std::fmt::Debug for ScriptEngine {
@@ -163,13 +186,45 @@ impl ScriptEngine {
             let random = Rc::clone(&random);
             lua.create_function(move |_, args: Variadic<f64>| math_random(&random, &args))?
         };
+        // What `pcall` gives a script for an error, as Redis 7.0's own `pcall`: the `err` text of
+        // an error table (and of a failed `redis.call`), any other error as it is.
+        let error_value = lua.create_function(|lua, err: LuaValue| match &err {
+            LuaValue::Error(e) => match call_failure(e) {
+                Some(text) => Ok(LuaValue::String(lua.create_string(text)?)),
+                None => Ok(err),
+            },
+            LuaValue::Table(t) => match t.raw_get::<LuaValue>("err")? {
+                text @ LuaValue::String(_) => Ok(text),
+                _ => Ok(err),
+            },
+            _ => Ok(err),
+        })?;
         let globals = lua.globals();
         let xpcall: Function = globals.raw_get("xpcall")?;
-        let env: Table = lua
-            .load(PRELUDE)
-            .set_name("=redis_prelude")
-            .call((call, pcall, sha1hex, random_fn))?;
+        let env: Table = lua.load(PRELUDE).set_name("=redis_prelude").call((
+            call,
+            pcall,
+            sha1hex,
+            random_fn,
+            error_value,
+        ))?;
         let handler = lua.create_function(error_handler)?;
+        let slices = Rc::new(Cell::new(0u32));
+        {
+            let slices = Rc::clone(&slices);
+            lua.set_hook(HookTriggers::new().every_nth_instruction(SLICE), move |_, _| {
+                let used = slices.get().saturating_add(1);
+                slices.set(used);
+                if used > MAX_SLICES {
+                    return Err(mlua::Error::external(CallFailed(format!(
+                        "ERR Script killed: it ran more than {} Lua instructions (the simulated \
+                         master stops runaway scripts)",
+                        u64::from(MAX_SLICES) * u64::from(SLICE)
+                    ))));
+                }
+                Ok(VmState::Continue)
+            })?;
+        }
         Ok(ScriptEngine {
             lua,
             globals,
@@ -178,6 +233,7 @@ impl ScriptEngine {
             handler,
             scripts: HashMap::new(),
             random,
+            slices,
         })
     }
 
@@ -248,6 +304,7 @@ impl ScriptEngine {
         argv: &[&[u8]],
     ) -> mlua::Result<Result<Value, Failure>> {
         self.random.set(0);
+        self.slices.set(0);
         self.globals.raw_set("KEYS", self.sequence(keys)?)?;
         self.globals.raw_set("ARGV", self.sequence(argv)?)?;
         let mut results: MultiValue = self.xpcall.call((function.clone(), self.handler.clone()))?;
