@@ -57,6 +57,7 @@ pub mod run;
 pub mod runner;
 pub mod scenario;
 mod server;
+pub mod sim;
 pub mod svg;
 pub mod verdict;
 pub mod workload;
