@@ -23,6 +23,7 @@ use redis::AsyncConnectionConfig;
 
 use crate::credentials::Credentials;
 pub use crate::error::HarnessError;
+use crate::servers::Server;
 
 /// How long a master may take to answer PING after being spawned.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -49,6 +50,8 @@ pub struct ClusterOptions {
     pub appendfsync_always: bool,
     /// Extra `redis-server` arguments, appended last (so they override the defaults).
     pub extra_args: Vec<String>,
+    /// The server the masters run; `None` (default): the one `QUORLOCK_TEST_SERVER` selects.
+    pub server: Option<Server>,
 }
 
 impl ClusterOptions {
@@ -75,6 +78,7 @@ impl Default for ClusterOptions {
             acl_user: None,
             appendfsync_always: true,
             extra_args: Vec::new(),
+            server: None,
         }
     }
 }
@@ -111,25 +115,10 @@ pub struct Cluster {
     masters: Vec<Master>,
 }
 
-/// Finds `redis-server` on `PATH`.
+/// Finds the binary of the server `QUORLOCK_TEST_SERVER` selects: `redis-server` on `PATH` by
+/// default, or a Valkey build (see [`Server::binary`]).
 pub fn redis_server_path() -> Result<PathBuf, HarnessError> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        let candidate = dir.join("redis-server");
-        if is_executable(&candidate) {
-            return Ok(candidate);
-        }
-    }
-    Err(HarnessError::RedisServerMissing {
-        searched: path.to_string_lossy().into_owned(),
-    })
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    Server::from_env()?.binary()
 }
 
 impl Cluster {
@@ -162,7 +151,7 @@ impl Cluster {
             )));
         }
         let mut env = env.into_iter();
-        let server = redis_server_path()?;
+        let server = Server::resolve(opts.server)?.binary()?;
         let root = make_root_dir()?;
         // From here on, `cluster`'s Drop cleans up whatever was started.
         let mut cluster = Cluster {

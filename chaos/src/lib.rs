@@ -10,6 +10,8 @@
 //! - [`backend`]: the [`Backend`] trait (kill / pause / resume / restart / urls) shared by
 //!   the process cluster and the compose backend.
 //! - [`compose`]: [`Compose`], masters as docker compose services.
+//! - [`servers`]: [`Server`], which server the masters run (redis-server 7.0, Valkey 8.1 or
+//!   9.1), chosen by `QUORLOCK_TEST_SERVER`, and where its binary is.
 //! - [`credentials`]: [`Credentials`] and the `redis://` URLs built from them.
 //! - [`clock`]: clock jumps emulated by shifting TTLs (works on any Redis).
 //! - [`faketime`]: [`FakeClock`], a per-master wall-clock offset via libfaketime.
@@ -44,6 +46,7 @@ pub mod json;
 pub mod proxy;
 pub mod runner;
 pub mod scenario;
+pub mod servers;
 pub mod svg;
 pub mod workload;
 
@@ -57,3 +60,4 @@ pub use faults::{ClientPauses, FaultAction, ScheduledFault};
 pub use history::{FaultWindow, History, LockRecord, RunClock};
 pub use proxy::{Proxy, ProxyGroup, ProxyMode};
 pub use scenario::{Scenario, ScenarioKind, ScheduleParams, SCENARIOS};
+pub use servers::Server;
