@@ -439,7 +439,8 @@ pub fn rss_bytes() -> u64 {
     pages * u64::try_from(page).unwrap_or(4096)
 }
 
-/// The machine, for the report: CPU model, logical CPUs, redis-server version.
+/// The machine, for the report: CPU model, logical CPUs, the masters' server version (redis-server,
+/// or the Valkey build `QUORLOCK_TEST_SERVER` selects).
 pub fn machine() -> Json {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
@@ -449,7 +450,8 @@ pub fn machine() -> Json {
         .map(|m| m.trim().to_owned())
         .unwrap_or_else(|| "unknown".into());
     let cpus = cores().unwrap_or(0);
-    let redis = std::process::Command::new("redis-server")
+    let server = quorlock_chaos::redis_server_path().unwrap_or_else(|_| "redis-server".into());
+    let redis = std::process::Command::new(server)
         .arg("--version")
         .output()
         .ok()

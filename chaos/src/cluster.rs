@@ -27,6 +27,7 @@ pub use crate::error::HarnessError;
 use crate::process;
 pub use crate::server::redis_server_path;
 use crate::server::{self, connect, Readiness, LOG_FILE, STDERR_FILE};
+use crate::servers::Server;
 
 /// How many times a master is respawned when its port turns out to be taken.
 const BIND_ATTEMPTS: u32 = 8;
@@ -44,6 +45,8 @@ pub struct ClusterOptions {
     pub appendfsync_always: bool,
     /// Extra `redis-server` arguments, appended last (so they override the defaults).
     pub extra_args: Vec<String>,
+    /// The server the masters run; `None` (default): the one `QUORLOCK_TEST_SERVER` selects.
+    pub server: Option<Server>,
 }
 
 impl ClusterOptions {
@@ -70,6 +73,7 @@ impl Default for ClusterOptions {
             acl_user: None,
             appendfsync_always: true,
             extra_args: Vec::new(),
+            server: None,
         }
     }
 }
@@ -136,7 +140,7 @@ impl Cluster {
             )));
         }
         let mut env = env.into_iter();
-        let server = redis_server_path()?;
+        let server = Server::resolve(opts.server)?.binary()?;
         let root = make_root_dir()?;
         // From here on, `cluster`'s Drop cleans up whatever was started.
         let mut cluster = Cluster {

@@ -10,13 +10,17 @@ pub enum HarnessError {
     /// `redis-server` is not installed or not on `PATH`.
     #[error(
         "redis-server was not found on PATH ({searched}); install it with \
-         `apt-get install redis-server` (Debian/Ubuntu) or `brew install redis` (macOS), \
-         or run `docker compose up` and use the compose backend"
+         `chaos/ensure-servers redis`, `apt-get install redis-server` (Debian/Ubuntu) or \
+         `brew install redis` (macOS), or run `docker compose up` and use the compose backend"
     )]
     RedisServerMissing {
         /// The `PATH` value that was searched.
         searched: String,
     },
+
+    /// The selected server (`QUORLOCK_TEST_SERVER`) is unknown, missing or not the pinned build.
+    #[error(transparent)]
+    Server(#[from] crate::servers::ServerError),
 
     /// libfaketime is not installed, so clock faults cannot run.
     #[error(

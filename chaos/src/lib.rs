@@ -14,6 +14,8 @@
 //! - [`backend`]: the [`Backend`] trait (kill / pause / resume / restart / urls) shared by
 //!   the process cluster and the compose backend.
 //! - [`compose`]: [`Compose`], masters as docker compose services.
+//! - [`servers`]: [`Server`], which server the masters run (redis-server 7.0, Valkey 8.1 or
+//!   9.1), chosen by `QUORLOCK_TEST_SERVER`, and where its binary is.
 //! - [`credentials`]: [`Credentials`] and the `redis://` URLs built from them.
 //! - [`clock`]: clock jumps emulated by shifting TTLs (works on any Redis).
 //! - [`faketime`]: [`FakeClock`], a per-master wall-clock offset via libfaketime.
@@ -57,6 +59,7 @@ pub mod run;
 pub mod runner;
 pub mod scenario;
 mod server;
+pub mod servers;
 pub mod sim;
 pub mod svg;
 pub mod verdict;
@@ -74,3 +77,4 @@ pub use proxy::{Proxy, ProxyGroup, ProxyMode};
 pub use run::{RunOptions, RunReport, Verdict};
 pub use scenario::{Scenario, ScenarioKind, ScheduleParams, SCENARIOS};
 pub use server::redis_server_path;
+pub use servers::Server;

@@ -19,6 +19,7 @@ use redis::AsyncConnectionConfig;
 
 use crate::error::HarnessError;
 use crate::process;
+use crate::servers::Server;
 
 /// How long a master may take to answer PING after being spawned.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -29,25 +30,10 @@ pub(crate) const STDERR_FILE: &str = "stderr.log";
 /// Lines of log shown in startup errors.
 const LOG_TAIL_LINES: usize = 25;
 
-/// Finds `redis-server` on `PATH`.
+/// Finds the binary of the server `QUORLOCK_TEST_SERVER` selects: `redis-server` on `PATH` by
+/// default, or a Valkey build (see [`Server::binary`]).
 pub fn redis_server_path() -> Result<PathBuf, HarnessError> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        let candidate = dir.join("redis-server");
-        if is_executable(&candidate) {
-            return Ok(candidate);
-        }
-    }
-    Err(HarnessError::RedisServerMissing {
-        searched: path.to_string_lossy().into_owned(),
-    })
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    Server::from_env()?.binary()
 }
 
 /// Outcome of waiting for a freshly spawned master.

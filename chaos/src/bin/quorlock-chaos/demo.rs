@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use quorlock::Quorlock;
 use quorlock_chaos::svg::{self, SvgOptions};
-use quorlock_chaos::{checker, redis_server_path, Cluster, DataMode, FaultWindow, History, RunClock};
+use quorlock_chaos::{
+    checker, redis_server_path, Cluster, DataMode, FaultWindow, HarnessError, History, RunClock,
+};
 
 use crate::progress::Progress;
 use crate::report::{self, Row};
@@ -67,7 +69,11 @@ pub enum Stop {
 /// # Errors
 /// [`Stop::MissingRedis`] without redis-server, [`Stop::Failed`] when the harness fails.
 pub async fn run(options: Options) -> Result<bool, Stop> {
-    redis_server_path().map_err(|_| Stop::MissingRedis)?;
+    redis_server_path().map_err(|e| match e {
+        HarnessError::RedisServerMissing { .. } => Stop::MissingRedis,
+        // A Valkey build selected by QUORLOCK_TEST_SERVER: its error names its install command.
+        other => failed("finding the masters' server", other),
+    })?;
     let mut cluster = Cluster::start(MASTERS)
         .await
         .map_err(|e| failed("starting the masters", e))?;
