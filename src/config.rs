@@ -136,6 +136,7 @@ pub struct QuorlockBuilder {
     tls_root_certificates: Option<Vec<u8>>,
     wake_on_release: bool,
     local_queue: bool,
+    pub(crate) environment: Option<Arc<dyn crate::seam::Environment>>,
 }
 
 impl std::fmt::Debug for QuorlockBuilder {
@@ -175,6 +176,7 @@ impl Default for QuorlockBuilder {
             tls_root_certificates: None,
             wake_on_release: DEFAULT_WAKE_ON_RELEASE,
             local_queue: DEFAULT_LOCAL_QUEUE,
+            environment: None,
         }
     }
 }
@@ -202,6 +204,14 @@ impl QuorlockBuilder {
     #[cfg(feature = "seam")]
     pub fn master(mut self, master: Arc<dyn Master>) -> Self {
         self.sources.push(Source::Custom(master));
+        self
+    }
+
+    /// Draws tokens, ids, jitter and fair tickets' time from `environment` instead of the OS and
+    /// the system clock (the deterministic simulation does). Needs the `seam` feature.
+    #[cfg(feature = "seam")]
+    pub fn environment(mut self, environment: Arc<dyn crate::seam::Environment>) -> Self {
+        self.environment = Some(environment);
         self
     }
 

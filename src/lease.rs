@@ -84,6 +84,8 @@ pub(crate) struct Lease {
     /// with confirmed rounds.
     pub(crate) extend_lock: tokio::sync::Mutex<()>,
     released: Mutex<bool>,
+    /// Its place in the watchdog's schedule, once kept alive.
+    pub(crate) watched: std::sync::OnceLock<u64>,
     /// This task's turn in the process's local queue for the key, held until the release is done.
     turn: Mutex<Option<Turn>>,
 }
@@ -124,6 +126,7 @@ impl Lease {
             fencing_token: std::sync::OnceLock::new(),
             extend_lock: tokio::sync::Mutex::new(()),
             released: Mutex::new(false),
+            watched: std::sync::OnceLock::new(),
             turn: Mutex::new(None),
         }
     }
@@ -164,6 +167,8 @@ impl Lease {
                 .unwrap_or(status.valid_until);
             let deadline = early;
             tokio::select! {
+                // In a fixed order: one seed, one history (the simulation runs this on a paused clock).
+                biased;
                 () = tokio::time::sleep_until(deadline) => {
                     // The deadline may have moved while we slept (an extend); look again.
                     if Instant::now() + LOST_TIMER_LEAD >= self.status.get().valid_until {

@@ -106,3 +106,12 @@ pub struct Message {
     /// What was published (release announcements carry a token or a ticket id).
     pub payload: String,
 }
+
+/// Where a client draws its randomness and its wall-clock time, when the application supplies them
+/// (the deterministic simulation does, so that one seed gives one history).
+pub trait Environment: Send + Sync + 'static {
+    /// Fills `bytes` with random bytes: lock tokens, owner and ticket ids, retry jitter.
+    fn fill(&self, bytes: &mut [u8]);
+    /// Milliseconds since the Unix epoch: the time a fair ticket is stamped with.
+    fn wall_clock_ms(&self) -> u64;
+}

@@ -20,7 +20,6 @@ use crate::names::ttl_millis;
 use crate::ops::{LockOps, PlainLock};
 use crate::retry::policy::{deadline, ReleaseOrExpiry, WaitSettings};
 use crate::retry::retry;
-use crate::token::new_token;
 
 impl Quorlock {
     /// Acquires `resource` for `ttl`, waiting until the attempt count or the wait deadline runs
@@ -63,7 +62,7 @@ impl Inner {
         key: Arc<str>,
         timing: Timing,
     ) -> Result<Guard, AcquireError> {
-        let token = new_token()?;
+        let token = self.entropy.token()?;
         // Sized for its arguments up front: no buffer grows while it is built.
         let mut cmd = redis::Cmd::with_capacity(6, 40 + key.len() + token.len());
         cmd.arg("SET")
@@ -109,7 +108,15 @@ impl Inner {
             wake_on_release: self.config.wake_on_release,
             node_timeout: self.config.node_timeout,
         };
-        let mut policy = ReleaseOrExpiry::new(settings, started, &self.waits, &self.masters, resource, &key);
+        let mut policy = ReleaseOrExpiry::new(
+            settings,
+            self.entropy.clone(),
+            started,
+            &self.waits,
+            &self.masters,
+            resource,
+            &key,
+        );
         let guard = retry(resource, started, &mut policy, || {
             self.plain_round(resource, Arc::clone(&key), timing)
         })

@@ -20,6 +20,7 @@ use crate::names::Names;
 use crate::node::Node;
 use crate::pubsub::Waits;
 use crate::seam::Master;
+use crate::token::Entropy;
 use crate::watchdog::Watchdog;
 
 impl Quorlock {
@@ -92,6 +93,10 @@ impl QuorlockBuilder {
             names: Names::new(&config.key_prefix),
             queue: LocalQueue::default(),
             background: Background::new(),
+            entropy: match &self.environment {
+                Some(environment) => Entropy::Custom(Arc::clone(environment)),
+                None => Entropy::Os,
+            },
             masters,
             health,
             config,

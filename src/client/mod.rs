@@ -32,6 +32,7 @@ use crate::release::Release;
 use crate::retry::policy::{Backoff, ReleaseWake, Sleep};
 use crate::retry::retry;
 use crate::round::Round;
+use crate::token::Entropy;
 use crate::watchdog::{Watchdog, WatchdogStats};
 
 pub use guard::Guard;
@@ -60,6 +61,8 @@ pub(crate) struct Inner {
     queue: LocalQueue,
     /// Lock traffic left to tasks (slower masters, dropped guards), for [`Quorlock::settle`].
     background: Background,
+    /// Where tokens, ids and jitter come from.
+    entropy: Entropy,
 }
 
 impl Quorlock {
@@ -136,6 +139,11 @@ impl Inner {
         &self.waits
     }
 
+    /// Where tokens, ids, jitter and fair tickets' time come from.
+    pub(crate) fn entropy(&self) -> &Entropy {
+        &self.entropy
+    }
+
     /// Where lock traffic left to tasks is counted.
     pub(crate) fn background(&self) -> &Background {
         &self.background
@@ -208,7 +216,13 @@ impl Inner {
 
     /// Backs off between attempts as configured, from `started`, sleeping with `sleep`.
     pub(crate) fn backoff<S>(&self, started: Instant, sleep: S) -> Backoff<S> {
-        Backoff::new(self.config.retry, self.config.backoff, started, sleep)
+        Backoff::new(
+            self.config.retry,
+            self.config.backoff,
+            self.entropy.clone(),
+            started,
+            sleep,
+        )
     }
 
     /// Listens for releases of `keys` between attempts (when waking on release is on).

@@ -23,7 +23,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures::FutureExt;
 use redis::Cmd;
@@ -43,7 +43,7 @@ use crate::names::{release_channel, ttl_millis, FAIR_DEADLINES_SUFFIX, FAIR_QUEU
 use crate::ops::LockOps;
 use crate::pubsub::Waiter;
 use crate::retry::policy::Sleep;
-use crate::token::{fresh_id, new_token, Hex};
+use crate::token::Entropy;
 
 /// How long a waiter stays in the queue without a heartbeat by default: 5 s. A waiter refreshes it
 /// on every round (at least every third of it), so only a waiter that stopped calling lapses.
@@ -60,13 +60,14 @@ pub struct Ticket {
 impl Ticket {
     /// A ticket for now, with a fresh random 128-bit id.
     pub fn new() -> Self {
-        let at_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or_default();
+        Self::drawn(&Entropy::Os)
+    }
+
+    /// A ticket for now on `entropy`'s clock, with an id drawn from it.
+    pub(crate) fn drawn(entropy: &Entropy) -> Self {
         Self {
-            at_ms,
-            id: Hex::of(fresh_id()).as_str().to_owned(),
+            at_ms: entropy.wall_ms(),
+            id: entropy.id(),
         }
     }
 
@@ -271,6 +272,8 @@ impl Wake {
             // Re-subscribes on masters that reconnected (a no-op otherwise), within this pause.
             let _ = tokio::time::timeout_at(until, waiter.listen(timeout)).await;
             tokio::select! {
+                // In a fixed order: one seed, one history (the simulation runs this on a paused clock).
+                biased;
                 () = tokio::time::sleep_until(until) => {}
                 () = turn.notified() => debug!("woken by a release naming our ticket"),
             }
@@ -414,9 +417,9 @@ fn prepare(
     if heartbeat.is_zero() {
         return Err(InputError::ZeroHeartbeat.into());
     }
-    let ticket = ticket.unwrap_or_default();
+    let ticket = ticket.unwrap_or_else(|| Ticket::drawn(inner.entropy()));
     tracing::Span::current().record("ticket", ticket.id());
-    let token = new_token()?;
+    let token = inner.entropy().token()?;
     Ok((timing, Arc::new(FairWaiter::new(inner, resource, ticket, token))))
 }
 

@@ -42,7 +42,6 @@ use crate::lua::{Found, FENCE_ACQUIRE_SCRIPT, FENCE_COMMIT_SCRIPT};
 use crate::names::ttl_millis;
 use crate::ops::{LockOps, PlainLock};
 use crate::release::ReleaseOnDrop;
-use crate::token::new_token;
 
 impl Quorlock {
     /// Acquires `resource` for `ttl` with a fencing token, retrying like [`Quorlock::acquire`].
@@ -226,7 +225,7 @@ async fn commit_on(
 async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
     let key = inner.names().shared_key(resource);
     let counter = inner.names().fence_counter();
-    let token = new_token()?;
+    let token = inner.entropy().token()?;
     let ttl_ms = ttl_millis(timing.ttl());
     let round = inner.round();
     let n = round.masters.len();

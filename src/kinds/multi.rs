@@ -27,7 +27,6 @@ use crate::lua::{
 };
 use crate::names::{ttl_millis, RELEASE_CHANNEL_PREFIX};
 use crate::ops::LockOps;
-use crate::token::new_token;
 
 /// A held set of resources: how it is extended and released on one master.
 pub(crate) struct MultiLock {
@@ -166,7 +165,7 @@ impl Quorlock {
 /// One quorum round taking every resource of `set` on each master, or none.
 async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<Guard, AcquireError> {
     let keys: Vec<String> = set.names.iter().map(|r| inner.names().key(r)).collect();
-    let token = new_token()?;
+    let token = inner.entropy().token()?;
     let lock = MultiLock {
         resources: set.names.clone(),
         keys,

@@ -30,7 +30,7 @@ use crate::lua::{
 };
 use crate::names::{release_channel, ttl_millis, REENTRANT_TAG};
 use crate::ops::LockOps;
-use crate::token::{fresh_id, new_token, Hex};
+use crate::token::Entropy;
 
 /// Who holds a reentrant lock: holds taken with equal owners re-enter, others exclude each other.
 ///
@@ -42,7 +42,7 @@ pub struct LockOwner(Arc<str>);
 impl LockOwner {
     /// A fresh owner with a random 128-bit identity.
     pub fn new() -> Self {
-        Self(Arc::from(Hex::of(fresh_id()).as_str()))
+        Self(Arc::from(Entropy::Os.id()))
     }
 
     /// The owner's identity as stored on the masters.
@@ -214,7 +214,7 @@ async fn round(
 ) -> Result<Guard, AcquireError> {
     // One copy of the key for the hold, the round and its guard.
     let key: Arc<str> = inner.names().tagged(REENTRANT_TAG, resource).into();
-    let token = new_token()?;
+    let token = inner.entropy().token()?;
     let hold = Arc::new(ReentrantHold::new(&key, owner, &token));
     let cmd = Arc::new(hold.acquire_cmd(ttl_millis(timing.ttl())));
     // Shared with the requests: those still in flight at the decision finish in a task.

@@ -13,7 +13,6 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use rand::Rng;
 use redis::Value;
 use tokio::time::Instant;
 use tracing::debug;
@@ -24,6 +23,7 @@ use crate::core::{self, RetryPlan};
 use crate::error::AcquireError;
 use crate::link::Masters;
 use crate::pubsub::{Waiter, Waits};
+use crate::token::Entropy;
 
 /// Stands in for a wait deadline too far away to represent: about 30 years.
 const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
@@ -52,26 +52,30 @@ impl Sleep for Delay {
     }
 }
 
-/// One jittered delay of `backoff`.
-fn jitter(backoff: &core::Backoff) -> Duration {
-    backoff.jitter(&mut rand::rng())
-}
-
 /// Retries after a jittered delay, within the plan's attempts and wait, counted from `started`.
 #[derive(Debug)]
 pub(crate) struct Backoff<S> {
     plan: RetryPlan,
     backoff: core::Backoff,
+    entropy: Entropy,
     started: Instant,
     sleep: S,
 }
 
 impl<S> Backoff<S> {
-    /// Backs off with `backoff` within `plan` from `started`, sleeping with `sleep`.
-    pub(crate) fn new(plan: RetryPlan, backoff: core::Backoff, started: Instant, sleep: S) -> Self {
+    /// Backs off with `backoff` (its jitter drawn from `entropy`) within `plan` from `started`,
+    /// sleeping with `sleep`.
+    pub(crate) fn new(
+        plan: RetryPlan,
+        backoff: core::Backoff,
+        entropy: Entropy,
+        started: Instant,
+        sleep: S,
+    ) -> Self {
         Self {
             plan,
             backoff,
+            entropy,
             started,
             sleep,
         }
@@ -80,7 +84,7 @@ impl<S> Backoff<S> {
 
 impl<S: Sleep + Send + Sync> Policy for Backoff<S> {
     async fn pause(&mut self, attempts: u32, err: &AcquireError) -> Next {
-        let delay = jitter(&self.backoff);
+        let delay = self.entropy.jitter(&self.backoff);
         match self.plan.next_delay(attempts, self.started.elapsed(), delay) {
             Some(delay) => {
                 debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying after a delay");
@@ -240,6 +244,7 @@ impl<'a> ReleaseOrExpiry<'a> {
     /// The wait for `key` (of `resource`) that started at `started`.
     pub(crate) fn new(
         settings: WaitSettings,
+        entropy: Entropy,
         started: Instant,
         waits: &'a Waits,
         masters: &'a Masters,
@@ -247,7 +252,7 @@ impl<'a> ReleaseOrExpiry<'a> {
         key: &'a str,
     ) -> Self {
         Self {
-            backoff: Backoff::new(settings.plan, settings.backoff, started, Delay),
+            backoff: Backoff::new(settings.plan, settings.backoff, entropy, started, Delay),
             plan: settings.plan,
             deadline: deadline(started, settings.plan),
             waits,
@@ -298,8 +303,11 @@ impl Policy for ReleaseOrExpiry<'_> {
             .min(MAX_FALLBACK_WAIT);
         // A little past the expiry, spread so processes do not all retry at the same instant.
         let spread_us = u64::try_from(self.spread.as_micros()).unwrap_or(0);
-        let jitter =
-            Duration::from_micros(rand::rng().random_range(1_000..=1_000u64.saturating_add(spread_us)));
+        let jitter = Duration::from_micros(
+            self.backoff
+                .entropy
+                .between(1_000, 1_000u64.saturating_add(spread_us)),
+        );
         let wake_at = (Instant::now() + fallback + jitter).min(self.deadline);
         let woken = listener.woken_before(wake_at).await;
         if !woken && Instant::now() >= self.deadline {

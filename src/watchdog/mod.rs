@@ -28,8 +28,8 @@
 
 mod batch;
 
-use std::collections::hash_map::Entry as Slot;
-use std::collections::HashMap;
+use std::collections::btree_map::Entry as Slot;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
@@ -118,7 +118,11 @@ struct Shared {
 #[derive(Default)]
 struct State {
     /// Kept-alive locks by the address of their shared state.
-    entries: HashMap<usize, Entry>,
+    /// By their order of joining the schedule (a lease's `watched` id), so a tick's batch, and
+    /// what its replies change, come in the same order every time.
+    entries: BTreeMap<u64, Entry>,
+    /// The id of the last lease that joined.
+    last_id: u64,
     running: bool,
     closed: bool,
     stats: WatchdogStats,
@@ -133,7 +137,7 @@ struct Entry {
 
 /// A lock renewed in the current tick.
 struct Due {
-    id: usize,
+    id: u64,
     held: Arc<Lease>,
     ttl: Duration,
 }
@@ -213,19 +217,25 @@ impl Watchdog {
                 hold_until: opts.max_hold.and_then(|cap| now.checked_add(cap)),
             }
         };
-        let id = Arc::as_ptr(held) as usize;
         let mut state = self.shared.state();
         if state.closed {
             return;
         }
+        // Decided under the state's lock: two calls for one lease cannot both draw an id.
+        let id = match held.watched.get() {
+            Some(id) => *id,
+            None => {
+                state.last_id += 1;
+                let id = state.last_id;
+                let _ = held.watched.set(id);
+                id
+            }
+        };
         match state.entries.entry(id) {
-            Slot::Occupied(mut slot) if slot.get().held.as_ptr() == Arc::as_ptr(held) => {
+            Slot::Occupied(mut slot) => {
                 if let Some(opts) = opts {
                     slot.insert(make(opts));
                 }
-            }
-            Slot::Occupied(mut slot) => {
-                slot.insert(make(opts.unwrap_or_default()));
             }
             Slot::Vacant(slot) => {
                 slot.insert(make(opts.unwrap_or_default()));
@@ -365,6 +375,8 @@ async fn run(shared: Arc<Shared>, masters: Weak<Masters>, config: Arc<Config>) {
             match wake {
                 Some(at) => {
                     tokio::select! {
+                        // In a fixed order: one seed, one history (the simulation runs this on a paused clock).
+                        biased;
                         () = tokio::time::sleep_until(at) => {}
                         () = shared.wake.notified() => {}
                     }
