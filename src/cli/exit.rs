@@ -89,7 +89,9 @@ impl From<ReleaseError> for Failure {
     fn from(err: ReleaseError) -> Self {
         let code = match err {
             ReleaseError::Input(_) => USAGE,
-            ReleaseError::Expired { .. } => LOST,
+            ReleaseError::Expired { .. } | ReleaseError::TakenOver { .. } | ReleaseError::Absent { .. } => {
+                LOST
+            }
             _ => UNAVAILABLE,
         };
         Self::new(code, err.to_string())
