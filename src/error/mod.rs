@@ -200,6 +200,15 @@ pub enum InputError {
     /// The lock token given to release by token is empty.
     #[error("the lock token must not be empty")]
     EmptyToken,
+    /// A request asked for no attempts at all.
+    #[error("a lock request must allow at least one attempt (got 0)")]
+    ZeroAttempts,
+    /// A combination of options no lock kind offers.
+    #[error("{what} is not offered")]
+    Unsupported {
+        /// What was asked for.
+        what: String,
+    },
 }
 
 /// Why a lock was not acquired.
