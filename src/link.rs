@@ -182,14 +182,7 @@ impl Link {
                 if !self.capabilities().set_ifeq {
                     return CallRequest::Script(self.run_script(script));
                 }
-                let mut cmd = Cmd::with_capacity(7, 40 + key.len() + 2 * token.len());
-                cmd.arg("SET")
-                    .arg(&**key)
-                    .arg(&**token)
-                    .arg("IFEQ")
-                    .arg(&**token)
-                    .arg("PX")
-                    .arg(*ttl_ms);
+                let cmd = compare_extend(key, token, *ttl_ms);
                 let request = self.master.send(Arc::new(cmd), self.timeout);
                 CallRequest::Native(self.native(key, Step::Extend(request)))
             }
@@ -212,6 +205,19 @@ impl Link {
             .await
             .map(drop)
     }
+}
+
+/// `SET key token IFEQ token PX ttl`: a plain lock's native compare-and-extend.
+pub(crate) fn compare_extend(key: &str, token: &str, ttl_ms: u64) -> Cmd {
+    let mut cmd = Cmd::with_capacity(7, 40 + key.len() + 2 * token.len());
+    cmd.arg("SET")
+        .arg(key)
+        .arg(token)
+        .arg("IFEQ")
+        .arg(token)
+        .arg("PX")
+        .arg(ttl_ms);
+    cmd
 }
 
 /// A reply with server errors classified, as every mechanism reads it.

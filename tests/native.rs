@@ -33,19 +33,7 @@ async fn master(server: Server) -> Option<Cluster> {
 
 /// `cmdstat_<name>` call counts of master 0 of `cluster`.
 async fn calls(cluster: &Cluster) -> HashMap<String, u64> {
-    let mut conn = cluster.client(0).await.expect("connect");
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .expect("INFO");
-    info.lines()
-        .filter_map(|line| {
-            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(":calls=")?;
-            let count = rest.split(',').next()?.parse().ok()?;
-            Some((name.to_owned(), count))
-        })
-        .collect()
+    common::command_calls(cluster, 0).await
 }
 
 /// Script calls counted by a master (by source or by SHA1).

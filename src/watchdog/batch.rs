@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::core::renewal::{self, Verdict};
 use crate::core::{Decision, Tally, Vote};
 use crate::error::NodeErrorKind;
-use crate::link::{Call, Masters};
+use crate::link::{compare_extend, Call, Masters};
 use crate::lua::{sha1_hex, Lua};
 use crate::names::ttl_millis;
 
@@ -75,14 +75,7 @@ pub(super) async fn renew(
                         script,
                     } => {
                         scripts.load(script.script());
-                        let mut native = redis::cmd("SET");
-                        native
-                            .arg(&*key)
-                            .arg(&*token)
-                            .arg("IFEQ")
-                            .arg(&*token)
-                            .arg("PX")
-                            .arg(ttl_ms);
+                        let native = compare_extend(&key, &token, ttl_ms);
                         (script.into_by_sha(), Some(native))
                     }
                     // A release is never a renewal: sent as built, it would only fail.

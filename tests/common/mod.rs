@@ -180,8 +180,8 @@ pub async fn woken_before_polling(acquire: Acquire) {
     polling_guard.release().await.expect("release");
 }
 
-/// How many calls of the commands `names` master `i` has served since its stats were last reset.
-pub async fn calls(c: &Cluster, i: usize, names: &[&str]) -> u64 {
+/// Every command master `i` has served since its stats were last reset, with its call count.
+pub async fn command_calls(c: &Cluster, i: usize) -> std::collections::HashMap<String, u64> {
     let mut conn = c.client(i).await.expect("connect");
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
@@ -191,10 +191,16 @@ pub async fn calls(c: &Cluster, i: usize, names: &[&str]) -> u64 {
     info.lines()
         .filter_map(|line| {
             let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(":calls=")?;
-            names.contains(&name).then(|| rest.split(',').next())?
+            let count = rest.split(',').next()?.parse().ok()?;
+            Some((name.to_owned(), count))
         })
-        .map(|n| n.parse::<u64>().expect("a count"))
-        .sum()
+        .collect()
+}
+
+/// How many calls of the commands `names` master `i` has served since its stats were last reset.
+pub async fn calls(c: &Cluster, i: usize, names: &[&str]) -> u64 {
+    let all = command_calls(c, i).await;
+    names.iter().filter_map(|name| all.get(*name)).sum()
 }
 
 /// Runs the admin command `args` (answered with `OK`) on every master.
