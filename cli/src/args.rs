@@ -1,14 +1,14 @@
 //! The command line: commands, options, defaults and the help text with examples.
 //!
 //! Everything a user types is declared here, in one place, so `--help` and the parser cannot
-//! disagree. Durations go through [`crate::cli::duration::parse`].
+//! disagree. Durations go through [`crate::duration::parse`].
 
 use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
 
-use crate::cli::duration;
+use crate::duration;
 
 /// Default `--ttl`: how long a lock lives on the masters unless renewed.
 pub const DEFAULT_TTL: &str = "30s";

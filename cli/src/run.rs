@@ -19,12 +19,12 @@ use quorlock::{Guard, Quorlock, ReleaseError};
 use tokio::time::Instant;
 use tracing::{debug, info};
 
-use crate::cli::args::RunArgs;
-use crate::cli::child::{self, Supervised};
-use crate::cli::connect::{take, Masters};
-use crate::cli::duration::show;
-use crate::cli::exit::{self, Failure, LOST, SOFTWARE};
-use crate::cli::signals::Signals;
+use crate::args::RunArgs;
+use crate::child::{self, Supervised};
+use crate::connect::{take, Masters};
+use crate::duration::show;
+use crate::exit::{self, Failure, LOST, SOFTWARE};
+use crate::signals::Signals;
 
 /// Runs `args.command` under the lock on `args.key` and returns the exit code.
 ///

@@ -9,11 +9,11 @@ use std::io::IsTerminal;
 use quorlock::{Guard, Quorlock};
 use serde_json::json;
 
-use crate::cli::args::{AcquireArgs, ReleaseArgs};
-use crate::cli::connect::{take, Masters};
-use crate::cli::duration::show;
-use crate::cli::exit::{self, Failure, OK};
-use crate::cli::signals::Signals;
+use crate::args::{AcquireArgs, ReleaseArgs};
+use crate::connect::{take, Masters};
+use crate::duration::show;
+use crate::exit::{self, Failure, OK};
+use crate::signals::Signals;
 
 /// Takes the lock and prints its token (or JSON with `--json`).
 ///

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use quorlock::{AcquireError, Guard, Quorlock};
 
-use crate::cli::args::NODES_ENV;
-use crate::cli::exit::{Failure, CONFIG};
+use crate::args::NODES_ENV;
+use crate::exit::{Failure, CONFIG};
 
 /// What every command needs to reach the masters.
 #[derive(Debug, Clone)]

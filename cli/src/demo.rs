@@ -10,8 +10,8 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::cli::args::DemoArgs;
-use crate::cli::exit::{Failure, UNAVAILABLE};
+use crate::args::DemoArgs;
+use crate::exit::{Failure, UNAVAILABLE};
 
 /// The binary that carries the demo.
 const DEMO_BINARY: &str = "quorlock-chaos";

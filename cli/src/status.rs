@@ -9,10 +9,10 @@ use std::time::Duration;
 use quorlock::{Inspection, MasterState, NodeErrorKind};
 use serde_json::{json, Value};
 
-use crate::cli::args::StatusArgs;
-use crate::cli::connect::Masters;
-use crate::cli::duration::show;
-use crate::cli::exit::{Failure, OK, UNAVAILABLE, USAGE};
+use crate::args::StatusArgs;
+use crate::connect::Masters;
+use crate::duration::show;
+use crate::exit::{Failure, OK, UNAVAILABLE, USAGE};
 
 /// Prints the lock's state as a table, or as one JSON object with `--json`, and returns 0, or 69
 /// when fewer than a majority of the masters answered (the state printed is then partial, and no

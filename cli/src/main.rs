@@ -2,9 +2,36 @@
 //! masters (`flock(1)` across machines), take and release locks from scripts, inspect a lock, and
 //! start the demo. See `quorlock --help` for the commands, examples and exit codes.
 
+//!
+//! One concern per module:
+//! - `args`: the command line and its help text;
+//! - `duration`: human durations (`30s`, `500ms`, `2m`);
+//! - `connect`: masters from `--nodes` / `QUORLOCK_NODES`, and the client built from them;
+//! - `exit`: the documented exit codes and the one-line failure;
+//! - `signals`: the stop signals caught and forwarded;
+//! - `child`: the command, in its own process group;
+//! - `tether`: the process between quorlock and the command, which kills the command's group if
+//!   quorlock dies;
+//! - `run`: `quorlock run`, the command under the lock;
+//! - `handoff`: `quorlock acquire` / `quorlock release` for scripts;
+//! - `status`: `quorlock status`;
+//! - `demo`: `quorlock demo`, handed over to the demo binary;
+//! - `dispatch`: from the parsed command line to the module that runs it.
+
 #![forbid(unsafe_code)]
 
-mod cli;
+mod args;
+mod child;
+mod connect;
+mod demo;
+mod dispatch;
+mod duration;
+mod exit;
+mod handoff;
+mod run;
+mod signals;
+mod status;
+mod tether;
 
 use std::future::Future;
 use std::io::IsTerminal;
@@ -14,11 +41,11 @@ use clap::error::ErrorKind;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-use cli::args::Cli;
-use cli::exit::{Failure, OK, SOFTWARE, USAGE};
+use args::Cli;
+use exit::{Failure, OK, SOFTWARE, USAGE};
 
 fn main() -> ExitCode {
-    if let Some(tethered) = cli::tether::requested() {
+    if let Some(tethered) = tether::requested() {
         return match tethered {
             Ok(tethered) => block_on(tethered.run()),
             Err(failure) => fail(&failure),
@@ -29,7 +56,7 @@ fn main() -> ExitCode {
         Err(err) => return ExitCode::from(usage(&err)),
     };
     logging(cli.verbose);
-    block_on(cli::dispatch(cli))
+    block_on(dispatch::dispatch(cli))
 }
 
 /// Runs `work` on a single-threaded runtime and turns its result into the exit code.

@@ -2,7 +2,6 @@
 //! lock stopping the command, signals releasing the lock (after the command's whole group is
 //! gone), acquire/release from scripts reaching a slow master before the exit, status, the
 //! warnings shown by default, and the restart grace on fresh masters.
-#![cfg(feature = "cli")]
 
 mod common;
 
