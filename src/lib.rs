@@ -63,8 +63,8 @@
 //! out of every majority for the longest TTL in use (the delayed restart the spec leaves to
 //! operators), and [`Quorlock::acquire_fenced`] hands out fencing tokens backed by a majority that
 //! never go backwards, however long a holder pauses, so that a resource such as [`FencedStore`]
-//! can reject a paused holder's late writes. `docs/safety.md` states which failures are covered,
-//! which are detected, and which are out of model.
+//! can reject a paused holder's late writes. [`safety`] (`docs/safety.md`) states which failures
+//! are covered, which are detected, and which are out of model.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -111,6 +111,9 @@ pub use pubsub::PUBSUB_RECONNECT_DELAY;
 pub use retry::policy::MAX_FALLBACK_WAIT;
 pub use watchdog::{KeepAlive, WatchdogStats, RENEWAL_CONNECTION_RECYCLE, RENEWAL_TIME_ALLOWANCE};
 pub use with_lock::LockHandle;
+
+#[doc = include_str!("../docs/safety.md")]
+pub mod safety {}
 
 /// The README's examples, compiled as doctests so the README stays true.
 #[cfg(doctest)]
