@@ -58,7 +58,7 @@ impl QuorlockBuilder {
             }
             links.push(Link::new(index, master, config.node_timeout));
         }
-        if links.len() % 2 == 0 {
+        if links.len().is_multiple_of(2) {
             warn!(
                 masters = links.len(),
                 "an even number of masters tolerates no more failures than one fewer; prefer an odd number"
