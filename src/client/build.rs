@@ -46,6 +46,7 @@ impl QuorlockBuilder {
                     url,
                     config.connect_timeout,
                     config.tls_root_certificates.as_deref(),
+                    config.tls_client_certificate.as_ref(),
                 )?),
                 Source::Custom(master) => Arc::clone(master),
             };

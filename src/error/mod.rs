@@ -239,7 +239,7 @@ pub enum AcquireError {
         ttl: Duration,
     },
     /// Every allowed attempt failed, or the wait deadline passed.
-    #[error("gave up on {resource:?} after {attempts} attempts in {}; last attempt: {last}", Elapsed(*.waited))]
+    #[error("gave up on {resource:?} after {attempts} attempt{} in {}; last attempt: {last}", if *.attempts == 1 { "" } else { "s" }, Elapsed(*.waited))]
     Exhausted {
         /// The resource asked for.
         resource: String,
@@ -480,6 +480,16 @@ mod tests {
             }),
         };
         assert!(err.to_string().contains("after 3 attempts in 1.50s;"), "{err}");
+        let AcquireError::Exhausted { last, waited, .. } = err else {
+            unreachable!()
+        };
+        let once = AcquireError::Exhausted {
+            resource: "k".into(),
+            attempts: 1,
+            waited,
+            last,
+        };
+        assert!(once.to_string().contains("after 1 attempt in 1.50s;"), "{once}");
     }
 
     #[test]
