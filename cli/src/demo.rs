@@ -3,9 +3,9 @@
 //! The demo starts and breaks local masters with the chaos harness, and the harness itself
 //! depends on this crate, so the demo cannot be compiled into this binary without a dependency
 //! cycle. When `quorlock-chaos` was built next to this binary (a workspace build), `quorlock demo`
-//! runs it; otherwise it says how to run the demo from a source checkout.
+//! runs it; otherwise it says how to run the demo from a source checkout. Its options are declared
+//! here too, so `quorlock demo --help` is quorlock's own.
 
-use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
@@ -31,7 +31,12 @@ pub fn demo(args: DemoArgs) -> Failure {
     };
     let err = Command::new(&binary)
         .arg("demo")
-        .args::<_, OsString>(args.args)
+        .arg("--svg")
+        .arg(&args.svg)
+        .arg("--phase")
+        .arg(format!("{}ms", args.phase.as_millis()))
+        .arg("--workers")
+        .arg(args.workers.to_string())
         .exec();
     Failure::new(UNAVAILABLE, format!("cannot run {}: {err}", binary.display()))
 }

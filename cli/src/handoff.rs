@@ -2,62 +2,78 @@
 //!
 //! `acquire` takes the lock and prints its token, then exits *without* releasing it; the lock lives
 //! for `--ttl` unless a later `quorlock release KEY TOKEN` ends it sooner. The token is the proof
-//! of ownership: only its holder can release the lock.
+//! of ownership: only its holder can release the lock. `release` takes the token as an argument,
+//! from `QUORLOCK_TOKEN`, or from stdin, so that it need not appear in the process list.
 
 use std::io::IsTerminal;
+use std::time::Duration;
 
-use quorlock::{Guard, Quorlock};
-use serde_json::json;
+use quorlock::{Guard, Quorlock, ReleaseError};
+use tokio::time::Instant;
 
 use crate::args::{AcquireArgs, ReleaseArgs};
 use crate::connect::{take, Masters};
 use crate::duration::show;
 use crate::exit::{self, Failure, OK};
+use crate::report::{millis, Report};
 use crate::signals::Signals;
+use crate::{secrets, voice, waiting};
 
-/// Takes the lock and prints its token (or JSON with `--json`).
+/// Takes the lock and prints its token (or the report with `--json`, printed by the caller).
 ///
 /// # Errors
-/// Not acquired within `--wait` (75), interrupted (128 + signal), or a configuration error.
-pub async fn acquire(args: AcquireArgs, masters: &Masters, signals: &mut Signals) -> Result<u8, Failure> {
+/// Not acquired within `--wait` (75, or `-E N` when held elsewhere), interrupted (128 + signal),
+/// or a configuration error.
+pub async fn acquire(args: AcquireArgs, signals: &mut Signals, report: &mut Report) -> Result<u8, Failure> {
+    let masters = Masters {
+        args: args.masters.clone(),
+        restart_grace: args.lock.restart_grace,
+    };
     masters
-        .with_client(args.lock.wait, |locks| acquire_with(locks, args, signals))
+        .with_client(args.lock.wait(), |locks| {
+            acquire_with(locks, args, signals, report)
+        })
         .await
 }
 
-async fn acquire_with(locks: Quorlock, args: AcquireArgs, signals: &mut Signals) -> Result<u8, Failure> {
-    let guard = tokio::select! {
-        acquired = take(&locks, &args.key, args.lock.ttl, args.lock.fence) => acquired?,
+async fn acquire_with(
+    locks: Quorlock,
+    args: AcquireArgs,
+    signals: &mut Signals,
+    report: &mut Report,
+) -> Result<u8, Failure> {
+    report.set("ttl_ms", millis(args.lock.ttl));
+    let started = Instant::now();
+    let acquired = tokio::select! {
+        acquired = waiting::while_waiting(&locks, &args.key, take(&locks, &args.key, args.lock.ttl, args.lock.fence)) => acquired,
         signal = signals.recv() => {
+            report.set("waited_ms", millis(started.elapsed()));
             return Err(Failure::new(
                 exit::signaled(signal as i32),
                 format!("{signal} while waiting for the lock on {:?}", args.key),
             ));
         }
     };
+    report.set("waited_ms", millis(started.elapsed()));
+    let guard = acquired.map_err(|e| Failure::not_acquired(e, args.lock.conflict_exit_code))?;
     let validity = guard.validity();
-    if args.json {
-        let out = json!({
-            "key": args.key,
-            "token": guard.token(),
-            "validity_ms": u64::try_from(validity.as_millis()).unwrap_or(u64::MAX),
-            "ttl_ms": u64::try_from(args.lock.ttl.as_millis()).unwrap_or(u64::MAX),
-            "fence": guard.fencing_token(),
-        });
-        println!("{out}");
-    } else if let Some(fence) = guard.fencing_token() {
-        println!("{} {fence}", guard.token());
-    } else {
-        println!("{}", guard.token());
+    report.set("token", guard.token());
+    report.set("fence", guard.fencing_token());
+    report.set("validity_ms", millis(validity));
+    if !args.json {
+        match guard.fencing_token() {
+            Some(fence) => println!("{} {fence}", guard.token()),
+            None => println!("{}", guard.token()),
+        }
     }
     if std::io::stderr().is_terminal() {
-        eprintln!(
-            "quorlock: acquired {:?}, valid for {}; release it with: quorlock release {:?} {}",
+        voice::note(&format!(
+            "acquired {:?}, valid for {}; release it with: quorlock release {:?} {}",
             args.key,
             show(validity),
             args.key,
             guard.token()
-        );
+        ));
     }
     keep_held(guard);
     Ok(OK)
@@ -70,16 +86,39 @@ fn keep_held(guard: Guard) {
     std::mem::forget(guard);
 }
 
-/// Releases the lock held under the given token.
+/// Releases the lock held under the given token (the argument, `QUORLOCK_TOKEN`, or stdin).
 ///
 /// # Errors
-/// Not held by this token on a majority (76: it had expired, or the token is wrong), unconfirmed
-/// (69: too many masters unreachable), or a configuration error.
-pub async fn release(args: ReleaseArgs, masters: &Masters) -> Result<u8, Failure> {
+/// No token anywhere (64), not held by this token on a majority (76: it had expired, or the token
+/// is wrong), unconfirmed (69: too many masters unreachable), or a configuration error.
+pub async fn release(args: ReleaseArgs, report: &mut Report) -> Result<u8, Failure> {
+    if args.token.is_none() && std::io::stdin().is_terminal() {
+        voice::note("no TOKEN given: type it, then Enter");
+    }
+    let token = secrets::token(args.token.clone(), std::io::stdin().lock())?;
+    let masters = Masters {
+        args: args.masters.clone(),
+        restart_grace: None,
+    };
     masters
-        .with_client(std::time::Duration::ZERO, |locks| async move {
-            let released = locks.release_token(&args.key, &args.token).await?;
-            tracing::debug!(held = released.held, masters = released.masters, "lock released");
+        .with_client(Duration::ZERO, |locks| async move {
+            let released = locks.release_token(&args.key, &token).await;
+            match &released {
+                Ok(released) => {
+                    report.set("held", released.held);
+                    report.set("masters", released.masters);
+                    tracing::debug!(held = released.held, masters = released.masters, "lock released");
+                }
+                Err(
+                    ReleaseError::Expired { held, masters, .. }
+                    | ReleaseError::Unconfirmed { held, masters, .. },
+                ) => {
+                    report.set("held", *held);
+                    report.set("masters", *masters);
+                }
+                Err(_) => {}
+            }
+            released?;
             Ok(OK)
         })
         .await
