@@ -36,6 +36,6 @@ impl Quorlock {
         let ops = PlainLock::new(&key, token);
         let out = self.inner.release().everywhere(&ops, || {}).await;
         Span::current().record("held", out.held);
-        verdict(out, resource, self.inner.masters().len())
+        verdict(out, resource, self.inner.masters().len(), false)
     }
 }

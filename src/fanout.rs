@@ -29,6 +29,11 @@ impl<F: Future + Unpin> Fanout<F> {
     pub(crate) fn is_empty(&self) -> bool {
         self.pending == 0
     }
+
+    /// How many requests have not completed yet.
+    pub(crate) fn len(&self) -> usize {
+        self.pending
+    }
 }
 
 impl<F: Future + Unpin> FromIterator<(usize, F)> for Fanout<F> {

@@ -98,6 +98,24 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names) ->
         );
     }
     plan.sort_unstable();
+    if target == RepairTarget::Bootstrap {
+        debug!(
+            masters = n,
+            "no master has a fencing counter yet: starting them all at zero"
+        );
+    } else {
+        // A master without a counter while others have one lost its data.
+        for (i, value) in &plan {
+            if reads.get(*i) == Some(&CounterRead::Absent) {
+                warn!(
+                    node = *i,
+                    addr = masters.addr(*i),
+                    counter = *value,
+                    "fencing counter missing on a master while others have one (it lost its data); raising it to what a majority holds"
+                );
+            }
+        }
+    }
     let mut repaired = 0;
     for (i, value) in plan {
         let Some(node) = masters.get(i) else { continue };
@@ -126,12 +144,16 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names) ->
             }
             Ok(Value::Int(value)) => {
                 let value = u64::try_from(value).unwrap_or(0);
-                info!(
-                    node = i,
-                    addr = node.addr(),
-                    counter = value,
-                    "fencing counter repaired"
-                );
+                if target == RepairTarget::Bootstrap {
+                    debug!(node = i, addr = node.addr(), "fencing counter set up");
+                } else {
+                    info!(
+                        node = i,
+                        addr = node.addr(),
+                        counter = value,
+                        "fencing counter repaired"
+                    );
+                }
                 health.fence_repaired(i, value);
                 repaired += 1;
             }

@@ -137,7 +137,7 @@ impl Quorlock {
 
 /// Reads the script's `{type, value, pttl}` answer.
 fn parse(reply: Value) -> Result<Option<Holding>, NodeErrorKind> {
-    let unexpected = |what: &Value| NodeErrorKind::Protocol(format!("inspection answered {what:?}"));
+    let unexpected = |what: &Value| NodeErrorKind::Protocol(format!("inspection answered {what:?}").into());
     let Value::Array(items) = &reply else {
         return Err(unexpected(&reply));
     };

@@ -107,9 +107,7 @@ pub use error::{
 pub use fenced_store::{FencedError, FencedStore, DEFAULT_FENCE_SUFFIX};
 pub use inspect::{Holding, Inspection, MasterState};
 pub use kinds::{FairOptions, LockOwner, Ticket};
-pub use pubsub::PUBSUB_RECONNECT_DELAY;
-pub use retry::policy::MAX_FALLBACK_WAIT;
-pub use watchdog::{KeepAlive, WatchdogStats, RENEWAL_CONNECTION_RECYCLE, RENEWAL_TIME_ALLOWANCE};
+pub use watchdog::{KeepAlive, WatchdogStats};
 pub use with_lock::LockHandle;
 
 #[doc = include_str!("../docs/safety.md")]

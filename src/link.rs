@@ -159,7 +159,9 @@ impl Future for SetNx {
             Value::Okay => Ok(()),
             Value::SimpleString(s) if s == "OK" => Ok(()),
             Value::Nil => Err(NodeErrorKind::Held),
-            other => Err(NodeErrorKind::Protocol(format!("SET NX answered {other:?}"))),
+            other => Err(NodeErrorKind::Protocol(
+                format!("SET NX answered {other:?}").into(),
+            )),
         })
     }
 }
@@ -245,7 +247,7 @@ impl Future for ScriptRequest {
                 }
                 State::Done => {
                     return Poll::Ready(Err(NodeErrorKind::Protocol(
-                        "a script request was polled after it completed".to_owned(),
+                        "a script request was polled after it completed".into(),
                     )))
                 }
             }

@@ -198,10 +198,12 @@ impl Found {
             Value::Int(1) => Ok(Found::Ours),
             Value::Int(0) => Ok(Found::Absent),
             Value::Int(-1) => Ok(Found::Other),
-            Value::Int(other) => Err(NodeErrorKind::Protocol(format!(
-                "script returned {other}, expected 1, 0 or -1"
-            ))),
-            other => Err(NodeErrorKind::Protocol(format!("script answered {other:?}"))),
+            Value::Int(other) => Err(NodeErrorKind::Protocol(
+                format!("script returned {other}, expected 1, 0 or -1").into(),
+            )),
+            other => Err(NodeErrorKind::Protocol(
+                format!("script answered {other:?}").into(),
+            )),
         }
     }
 
@@ -219,9 +221,9 @@ impl Found {
 pub(crate) fn int_reply(value: Value, what: &str) -> Result<i64, NodeErrorKind> {
     match value {
         Value::Int(n) => Ok(n),
-        other => Err(NodeErrorKind::Protocol(format!(
-            "{what} answered {other:?}, expected an integer"
-        ))),
+        other => Err(NodeErrorKind::Protocol(
+            format!("{what} answered {other:?}, expected an integer").into(),
+        )),
     }
 }
 

@@ -32,7 +32,7 @@ use crate::names::release_channel;
 use crate::seam::{Master, Message, SubscriberControl};
 
 /// How long a master whose pub/sub connection failed is left alone before reconnecting: 1 s.
-pub const PUBSUB_RECONNECT_DELAY: Duration = Duration::from_secs(1);
+pub(crate) const PUBSUB_RECONNECT_DELAY: Duration = Duration::from_secs(1);
 
 /// The release listeners of one [`crate::Quorlock`].
 pub(crate) struct Waits {

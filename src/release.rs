@@ -103,6 +103,7 @@ impl Release<'_> {
                     break;
                 }
                 if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                    out.in_background = pending.len();
                     let masters = Arc::clone(self.masters);
                     self.background.spawn_on(&handle, async move {
                         let mut rest = ReleaseTally::default();

@@ -28,7 +28,8 @@ async fn a_token_releases_the_lock_its_guard_took() {
         .release_token("handed", "not-the-token")
         .await
         .expect_err("a wrong token releases nothing");
-    assert!(err.is_expired(), "{err}");
+    // Another token (ours, for the guard) holds it: to the wrong token's holder it is taken over.
+    assert!(matches!(err, ReleaseError::TakenOver { others: 3, .. }), "{err}");
     assert_eq!(
         holders(&c, &[0, 1, 2], "handed").await,
         3,
@@ -37,8 +38,21 @@ async fn a_token_releases_the_lock_its_guard_took() {
 
     let released = locks.release_token("handed", &token).await.expect("release");
     assert!(released.held >= 2);
-    // The guard learns the lock is gone when it tries to release it.
-    assert!(guard.release().await.expect_err("already released").is_expired());
+    // The guard learns the lock is gone when it tries to release it: the key is absent, its own
+    // validity has not ended, so it was released (by the token), not expired.
+    let err = guard.release().await.expect_err("already released");
+    assert!(
+        matches!(
+            err,
+            ReleaseError::Absent {
+                held: 0,
+                absent: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.is_absent() && !err.is_expired(), "{err}");
 
     assert!(matches!(
         locks.release_token("handed", "").await,

@@ -160,9 +160,11 @@ async fn a_release_by_a_former_holder_deletes_nothing_of_the_new_holder() {
         .release()
         .await
         .expect_err("the old holder's lock had expired");
+    // Its validity ended and another holder has the key everywhere: it was taken over.
     match &err {
-        ReleaseError::Expired {
+        ReleaseError::TakenOver {
             held: 0,
+            others: 3,
             required: 2,
             masters: 3,
             failures,
@@ -170,8 +172,9 @@ async fn a_release_by_a_former_holder_deletes_nothing_of_the_new_holder() {
         } => {
             assert!(failures.iter().all(|f| f.kind == NodeErrorKind::Held), "{err}");
         }
-        other => panic!("expected Expired, got {other}"),
+        other => panic!("expected TakenOver, got {other}"),
     }
+    assert!(err.is_expired() && err.is_contended(), "{err}");
     assert!(
         err.to_string()
             .contains("may have been touched by another holder"),

@@ -77,13 +77,15 @@ impl Failure {
 
     /// The lock was not acquired; with `conflict_code` (`-E N`), a lock held elsewhere exits `N`.
     pub fn not_acquired(err: AcquireError, conflict_code: Option<u8>) -> Self {
-        let mut failure = Self::from(err);
-        if failure.refusal == Some(Refusal::Held) {
-            if let Some(code) = conflict_code {
-                failure.code = code;
-            }
+        Self::from(err).with_conflict_code(conflict_code)
+    }
+
+    /// This failure, exiting with `conflict_code` if it is the lock being held elsewhere.
+    fn with_conflict_code(mut self, conflict_code: Option<u8>) -> Self {
+        if let (Some(Refusal::Held), Some(code)) = (self.refusal, conflict_code) {
+            self.code = code;
         }
-        failure
+        self
     }
 
     /// Whether this is the lock being held elsewhere, which `-q` keeps quiet about.
@@ -133,7 +135,9 @@ impl From<ReleaseError> for Failure {
     fn from(err: ReleaseError) -> Self {
         let code = match err {
             ReleaseError::Input(_) => USAGE,
-            ReleaseError::Expired { .. } => LOST,
+            ReleaseError::Expired { .. } | ReleaseError::TakenOver { .. } | ReleaseError::Absent { .. } => {
+                LOST
+            }
             _ => UNAVAILABLE,
         };
         Self::new(code, err.to_string())
@@ -176,26 +180,15 @@ mod tests {
 
     #[test]
     fn only_a_lock_held_elsewhere_takes_the_conflict_exit_code() {
-        use quorlock::{NodeErrorKind, NodeFailure};
-        let refused = |kind: NodeErrorKind| AcquireError::NoQuorum {
-            resource: "k".into(),
-            acquired: 0,
-            required: 2,
-            masters: 3,
-            failures: vec![NodeFailure {
-                node: 0,
-                addr: "127.0.0.1:1".into(),
-                kind,
-            }],
+        let refused = |refusal| Failure {
+            refusal: Some(refusal),
+            ..Failure::new(NOT_ACQUIRED, "not acquired")
         };
-        let held = Failure::not_acquired(refused(NodeErrorKind::Held), Some(0));
-        assert_eq!((held.code, held.refusal), (0, Some(Refusal::Held)));
-        let down = Failure::not_acquired(refused(NodeErrorKind::Timeout), Some(0));
-        assert_eq!(
-            (down.code, down.refusal),
-            (NOT_ACQUIRED, Some(Refusal::NoMajority))
-        );
-        let held = Failure::not_acquired(refused(NodeErrorKind::Held), None);
-        assert_eq!(held.code, NOT_ACQUIRED);
+        let held = refused(Refusal::Held).with_conflict_code(Some(0));
+        assert_eq!((held.code, held.is_held_elsewhere()), (0, true));
+        let down = refused(Refusal::NoMajority).with_conflict_code(Some(0));
+        assert_eq!((down.code, down.is_held_elsewhere()), (NOT_ACQUIRED, false));
+        assert_eq!(refused(Refusal::Held).with_conflict_code(None).code, NOT_ACQUIRED);
+        assert_eq!(Failure::new(CONFIG, "x").with_conflict_code(Some(0)).code, CONFIG);
     }
 }

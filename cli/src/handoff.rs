@@ -103,20 +103,23 @@ pub async fn release(args: ReleaseArgs, report: &mut Report) -> Result<u8, Failu
     masters
         .with_client(Duration::ZERO, |locks| async move {
             let released = locks.release_token(&args.key, &token).await;
-            match &released {
+            let (outcome, counts) = match &released {
                 Ok(released) => {
-                    report.set("held", released.held);
-                    report.set("masters", released.masters);
                     tracing::debug!(held = released.held, masters = released.masters, "lock released");
+                    ("released", Some((released.held, released.masters)))
                 }
-                Err(
-                    ReleaseError::Expired { held, masters, .. }
-                    | ReleaseError::Unconfirmed { held, masters, .. },
-                ) => {
-                    report.set("held", *held);
-                    report.set("masters", *masters);
+                Err(ReleaseError::TakenOver { held, masters, .. }) => ("taken_over", Some((*held, *masters))),
+                Err(ReleaseError::Absent { held, masters, .. }) => ("absent", Some((*held, *masters))),
+                Err(ReleaseError::Expired { held, masters, .. }) => ("expired", Some((*held, *masters))),
+                Err(ReleaseError::Unconfirmed { held, masters, .. }) => {
+                    ("unconfirmed", Some((*held, *masters)))
                 }
-                Err(_) => {}
+                Err(_) => ("refused", None),
+            };
+            report.set("outcome", outcome);
+            if let Some((held, masters)) = counts {
+                report.set("held", held);
+                report.set("masters", masters);
             }
             released?;
             Ok(OK)

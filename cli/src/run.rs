@@ -194,7 +194,11 @@ async fn finish(end: End, guard: Guard, args: &RunArgs, report: &mut Report) -> 
                     debug!(held = released.held, masters = released.masters, "lock released");
                     Ok(exit::of_child(status))
                 }
-                Err(err @ ReleaseError::Expired { .. }) => Err(Failure::new(
+                Err(
+                    err @ (ReleaseError::Expired { .. }
+                    | ReleaseError::TakenOver { .. }
+                    | ReleaseError::Absent { .. }),
+                ) => Err(Failure::new(
                     LOST,
                     format!("the command ended ({}), but {err}", describe(status)),
                 )),

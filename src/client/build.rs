@@ -76,7 +76,7 @@ impl QuorlockBuilder {
                     return Err(BuildError::Auth {
                         node: link.index(),
                         addr: link.addr().to_owned(),
-                        message,
+                        message: message.to_string(),
                     });
                 }
                 Err(kind) => {

@@ -184,7 +184,7 @@ impl Guard {
                     extended: tally.yes(),
                     required: tally.required(),
                     masters: tally.masters(),
-                    failures,
+                    failures: failures.into(),
                 })
             }
         }
@@ -199,6 +199,8 @@ impl Guard {
     #[instrument(skip_all, fields(resource = %self.lease.resource, held = field::Empty))]
     pub async fn release(self) -> Result<Released, ReleaseError> {
         let (client, lease) = (Arc::clone(&self.client), Arc::clone(&self.lease));
+        // Whether the holder's own clock says the lock had expired when its release went out.
+        let expired = Instant::now() >= lease.valid_until();
         lease.set_released();
         // From here on, dropping this future part-way still releases from a task.
         let mut net = ReleaseNet(Some((Arc::clone(&client), Arc::clone(&lease))));
@@ -213,7 +215,7 @@ impl Guard {
         lease.mark_lost();
         drop(lease.take_turn());
         Span::current().record("held", out.held);
-        verdict(out, &lease.resource, client.masters().len())
+        verdict(out, &lease.resource, client.masters().len(), expired)
     }
 }
 

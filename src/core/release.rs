@@ -18,19 +18,39 @@ pub struct ReleaseTally {
     pub not_held: Vec<NodeFailure>,
     /// Masters that failed to answer, or answered with an error.
     pub errors: Vec<NodeFailure>,
+    /// Masters still answering when the release returned (their release goes on in a task).
+    pub in_background: usize,
 }
 
-/// Turns the answers to a release over `masters` into its outcome: released on a majority, known
-/// expired, or unconfirmed because too many masters were unreachable to tell.
+/// Turns the answers to a release over `masters` into its outcome: released on a majority;
+/// unconfirmed because too many masters were unreachable to tell; or not held, and then why:
+/// another holder took it, the holder's own validity had ended (`expired`, known only to a guard),
+/// or the key was absent (it expired, or was already released).
 ///
 /// # Errors
-/// [`ReleaseError::Expired`] or [`ReleaseError::Unconfirmed`] when fewer than a majority held it.
-pub fn verdict(out: ReleaseTally, resource: &str, masters: usize) -> Result<Released, ReleaseError> {
+/// [`ReleaseError::Unconfirmed`], [`ReleaseError::TakenOver`], [`ReleaseError::Expired`] or
+/// [`ReleaseError::Absent`] when fewer than a majority held it, in that order of precedence.
+pub fn verdict(
+    out: ReleaseTally,
+    resource: &str,
+    masters: usize,
+    expired: bool,
+) -> Result<Released, ReleaseError> {
     let required = quorum(masters);
     let unreachable = out
         .errors
         .iter()
         .filter(|f| f.kind != NodeErrorKind::WrongType)
+        .count();
+    let others = out
+        .not_held
+        .iter()
+        .filter(|f| f.kind == NodeErrorKind::Held)
+        .count();
+    let absent = out
+        .not_held
+        .iter()
+        .filter(|f| f.kind == NodeErrorKind::Absent)
         .count();
     let held = out.held;
     let mut failures = out.not_held;
@@ -41,26 +61,46 @@ pub fn verdict(out: ReleaseTally, resource: &str, masters: usize) -> Result<Rele
             held,
             masters,
             failures,
+            in_background: out.in_background,
         });
     }
     let resource = resource.to_owned();
-    if held + unreachable >= required {
-        Err(ReleaseError::Unconfirmed {
+    let failures = failures.into();
+    Err(if held + unreachable >= required {
+        ReleaseError::Unconfirmed {
             resource,
             held,
             required,
             masters,
             failures,
-        })
+        }
+    } else if others > 0 {
+        ReleaseError::TakenOver {
+            resource,
+            held,
+            others,
+            required,
+            masters,
+            failures,
+        }
+    } else if expired {
+        ReleaseError::Expired {
+            resource,
+            held,
+            required,
+            masters,
+            failures,
+        }
     } else {
-        Err(ReleaseError::Expired {
+        ReleaseError::Absent {
             resource,
             held,
+            absent,
             required,
             masters,
             failures,
-        })
-    }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -82,8 +122,9 @@ mod tests {
             held: 3,
             not_held: vec![failure(4, NodeErrorKind::Absent)],
             errors: vec![failure(1, NodeErrorKind::Timeout)],
+            in_background: 1,
         };
-        let released = verdict(out, "r", 5).expect("released");
+        let released = verdict(out, "r", 5, false).expect("released");
         assert_eq!(released.held, 3);
         assert_eq!(
             released.failures.iter().map(|f| f.node).collect::<Vec<_>>(),
@@ -100,8 +141,9 @@ mod tests {
                 failure(1, NodeErrorKind::Timeout),
                 failure(2, NodeErrorKind::Connection("refused".into())),
             ],
+            in_background: 2,
         };
-        let err = verdict(out, "r", 5).expect_err("unconfirmed");
+        let err = verdict(out, "r", 5, false).expect_err("unconfirmed");
         assert!(
             matches!(
                 err,
@@ -116,8 +158,8 @@ mod tests {
     }
 
     #[test]
-    fn too_few_holders_that_answered_is_expired() {
-        let out = ReleaseTally {
+    fn too_few_holders_that_answered_says_why() {
+        let out = || ReleaseTally {
             held: 1,
             not_held: vec![
                 failure(0, NodeErrorKind::Absent),
@@ -125,9 +167,26 @@ mod tests {
                 failure(3, NodeErrorKind::Absent),
             ],
             errors: vec![failure(4, NodeErrorKind::WrongType)],
+            in_background: 0,
         };
-        let err = verdict(out, "r", 5).expect_err("expired");
-        assert!(err.is_expired(), "{err}");
+        let err = verdict(out(), "r", 5, false).expect_err("taken over");
+        assert!(matches!(err, ReleaseError::TakenOver { others: 1, .. }), "{err}");
+        assert!(err.is_expired() && err.is_contended(), "{err}");
+        let absent = || ReleaseTally {
+            held: 0,
+            not_held: (0..3).map(|i| failure(i, NodeErrorKind::Absent)).collect(),
+            errors: Vec::new(),
+            in_background: 0,
+        };
+        let err = verdict(absent(), "r", 3, false).expect_err("absent");
+        assert!(matches!(err, ReleaseError::Absent { absent: 3, .. }), "{err}");
+        assert!(err.is_absent() && !err.is_expired(), "{err}");
+        assert!(err.to_string().contains("already released"), "{err}");
+        let err = verdict(absent(), "r", 3, true).expect_err("expired by the guard's clock");
+        assert!(
+            matches!(err, ReleaseError::Expired { .. }) && err.is_timeout(),
+            "{err}"
+        );
     }
 
     /// Each master's answer to a release, for the properties.
@@ -171,11 +230,12 @@ mod tests {
         /// A release is reported only with a majority of confirmations; an expiry only when the
         /// masters that answered rule a majority out; every master is accounted for.
         #[test]
-        fn the_verdict_never_claims_more_than_the_masters_said(answers in answers()) {
+        fn the_verdict_never_claims_more_than_the_masters_said(answers in answers(), expired in any::<bool>()) {
             let n = answers.len();
             let held = answers.iter().filter(|a| matches!(a, Answer::Ours)).count();
             let unreachable = answers.iter().filter(|a| matches!(a, Answer::Unreachable)).count();
-            match verdict(tally(&answers), "r", n) {
+            let others = answers.iter().filter(|a| matches!(a, Answer::Other)).count();
+            match verdict(tally(&answers), "r", n, expired) {
                 Ok(released) => {
                     prop_assert!(held >= quorum(n));
                     prop_assert_eq!(released.held + released.failures.len(), n);
@@ -188,8 +248,17 @@ mod tests {
                     prop_assert!(h < quorum(n));
                     prop_assert!(h + unreachable >= quorum(n));
                 }
+                Err(ReleaseError::TakenOver { held: h, others: o, .. }) => {
+                    prop_assert!(h + unreachable < quorum(n));
+                    prop_assert!(o > 0 && o == others);
+                }
                 Err(ReleaseError::Expired { held: h, .. }) => {
                     prop_assert!(h + unreachable < quorum(n));
+                    prop_assert!(expired && others == 0);
+                }
+                Err(ReleaseError::Absent { held: h, .. }) => {
+                    prop_assert!(h + unreachable < quorum(n));
+                    prop_assert!(!expired && others == 0);
                 }
                 Err(other) => prop_assert!(false, "unexpected {other}"),
             }

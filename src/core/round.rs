@@ -33,7 +33,7 @@ pub fn round_error(
         acquired: tally.yes(),
         required: tally.required(),
         masters: tally.masters(),
-        failures,
+        failures: failures.into(),
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 mod node;
 
 pub(crate) use node::{classify, describe, list, redact_url};
-pub use node::{NodeErrorKind, NodeFailure};
+pub use node::{Detail, Failures, NodeErrorKind, NodeFailure};
 
 /// A measured duration as people read it, to about three digits: `9.94s`, `250ms`, `2.5ms`, `800µs`
 /// (`Debug` would print every digit of the nanoseconds a clock gave).
@@ -71,6 +71,18 @@ pub enum BackoffError {
         /// The configured jitter.
         jitter: Duration,
     },
+}
+
+/// A count of attempts, as people read it: `1 attempt`, `3 attempts`.
+struct Attempts(u32);
+
+impl fmt::Display for Attempts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            1 => f.write_str("1 attempt"),
+            n => write!(f, "{n} attempts"),
+        }
+    }
 }
 
 /// Why a [`crate::Quorlock`] could not be built.
@@ -208,8 +220,9 @@ pub enum AcquireError {
         required: usize,
         /// How many masters there are.
         masters: usize,
-        /// What the others said.
-        failures: Vec<NodeFailure>,
+        /// What the others said (the error's source).
+        #[source]
+        failures: Failures,
     },
     /// Some resources of a multi-resource lock were held on masters that refused, so none was taken
     /// there, and no majority granted the whole set.
@@ -225,8 +238,9 @@ pub enum AcquireError {
         required: usize,
         /// How many masters there are.
         masters: usize,
-        /// What the others said.
-        failures: Vec<NodeFailure>,
+        /// What the others said (the error's source).
+        #[source]
+        failures: Failures,
     },
     /// A majority granted the lock, but too late: no validity was left.
     #[error("lock on {resource:?} not acquired: the majority arrived after {}, leaving no validity of the TTL {ttl:?}", Elapsed(*.elapsed))]
@@ -239,7 +253,7 @@ pub enum AcquireError {
         ttl: Duration,
     },
     /// Every allowed attempt failed, or the wait deadline passed.
-    #[error("gave up on {resource:?} after {attempts} attempt{} in {}; last attempt: {last}", if *.attempts == 1 { "" } else { "s" }, Elapsed(*.waited))]
+    #[error("gave up on {resource:?} after {} in {}; last attempt: {last}", Attempts(*.attempts), Elapsed(*.waited))]
     Exhausted {
         /// The resource asked for.
         resource: String,
@@ -247,7 +261,8 @@ pub enum AcquireError {
         attempts: u32,
         /// How long acquire tried.
         waited: Duration,
-        /// The last round's failure.
+        /// The last round's failure (the error's source).
+        #[source]
         last: Box<AcquireError>,
     },
     /// The wait deadline passed while queued behind other tasks of this process that hold or wait
@@ -304,6 +319,31 @@ impl AcquireError {
         }
     }
 
+    /// Whether the wait ran out: every allowed attempt failed, or the deadline passed (also behind
+    /// other tasks of this process). [`AcquireError::last`] tells why the last attempt failed.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, AcquireError::Exhausted { .. } | AcquireError::Queued { .. })
+    }
+
+    /// Whether the (last) round failed for want of masters rather than because another holder has
+    /// the lock: too few masters reachable or allowed to vote, or answering too slowly.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            AcquireError::NoQuorum { failures, .. } => !failures.iter().any(|f| f.kind.is_contention()),
+            AcquireError::TooSlow { .. } => true,
+            AcquireError::Exhausted { last, .. } => last.is_unavailable(),
+            _ => false,
+        }
+    }
+
+    /// The last round's failure: the error itself, or what [`AcquireError::Exhausted`] carries.
+    pub fn last(&self) -> &AcquireError {
+        match self {
+            AcquireError::Exhausted { last, .. } => last.last(),
+            other => other,
+        }
+    }
+
     /// The per-master failures of the (last) round, if any.
     pub fn failures(&self) -> &[NodeFailure] {
         match self {
@@ -353,8 +393,9 @@ pub enum ExtendError {
         required: usize,
         /// How many masters there are.
         masters: usize,
-        /// What the others said.
-        failures: Vec<NodeFailure>,
+        /// What the others said (the error's source).
+        #[source]
+        failures: Failures,
     },
 }
 
@@ -362,6 +403,32 @@ impl ExtendError {
     /// Whether another token now holds the key on some master (the lock was taken over).
     pub fn is_conflict(&self) -> bool {
         matches!(self, ExtendError::Lost { failures, .. } if failures.iter().any(|f| f.kind == NodeErrorKind::Held))
+    }
+
+    /// The same as [`ExtendError::is_conflict`]: another holder has the lock.
+    pub fn is_contended(&self) -> bool {
+        self.is_conflict()
+    }
+
+    /// Whether masters that did not answer kept the extension from a majority.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            ExtendError::Lost {
+                extended,
+                required,
+                failures,
+                ..
+            } => {
+                !self.is_conflict()
+                    && extended + failures.iter().filter(|f| f.kind.is_unreachable()).count() >= *required
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the lock's validity had ended before the extension was sent.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, ExtendError::Expired { .. })
     }
 }
 
@@ -378,18 +445,27 @@ pub struct Released {
     pub masters: usize,
     /// Masters that could not be reached or answered with an error (their key expires with its TTL).
     pub failures: Vec<NodeFailure>,
+    /// Masters that had not answered when a majority had confirmed: their release goes on in the
+    /// background ([`crate::Quorlock::settle`] waits for it). `held + failures + in_background`
+    /// makes every master.
+    pub in_background: usize,
 }
 
 /// Why a release is not a clean success.
+///
+/// When fewer than a majority of masters still held our token, the error says what is true: our
+/// validity had ended by the guard's own clock ([`ReleaseError::Expired`]), another holder's token
+/// was found ([`ReleaseError::TakenOver`]), or the key was simply absent: it expired, or it was
+/// already released ([`ReleaseError::Absent`]).
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReleaseError {
     /// The resource name or token was refused before anything was sent.
     #[error(transparent)]
     Input(#[from] InputError),
-    /// Fewer than a majority of masters still held our token: the lock had expired, and another holder
-    /// may have held it in the meantime.
-    #[error("the lock on {resource:?} had expired (held on {held} of {masters} masters, {required} needed); the protected data may have been touched by another holder{}", list(.failures))]
+    /// The guard's validity had ended before the release, and fewer than a majority still held
+    /// our token: the lock had expired, and another holder may have taken it meanwhile.
+    #[error("the lock on {resource:?} had expired before the release (its validity ended; held on {held} of {masters} masters, {required} needed); another holder may have taken it meanwhile{}", list(.failures))]
     Expired {
         /// The resource.
         resource: String,
@@ -399,8 +475,45 @@ pub enum ReleaseError {
         required: usize,
         /// How many masters there are.
         masters: usize,
-        /// What the others said.
-        failures: Vec<NodeFailure>,
+        /// What the others said (the error's source).
+        #[source]
+        failures: Failures,
+    },
+    /// Another token holds the key on some masters, and fewer than a majority held ours: our lock
+    /// expired and another holder took it.
+    #[error("the lock on {resource:?} was taken over: another holder has it on {others} of {masters} masters and ours was left on {held}, {required} needed; the protected data may have been touched by another holder{}", list(.failures))]
+    TakenOver {
+        /// The resource.
+        resource: String,
+        /// On how many masters our token was still found.
+        held: usize,
+        /// On how many masters another token was found.
+        others: usize,
+        /// How many were needed for the lock to be held.
+        required: usize,
+        /// How many masters there are.
+        masters: usize,
+        /// What the others said (the error's source).
+        #[source]
+        failures: Failures,
+    },
+    /// Fewer than a majority held our token and none held another: the key was absent. The lock
+    /// expired, or it had already been released.
+    #[error("the lock on {resource:?} was not held: the key was absent on {absent} of {masters} masters and ours was left on {held}, {required} needed (it expired, or was already released){}", list(.failures))]
+    Absent {
+        /// The resource.
+        resource: String,
+        /// On how many masters our token was still found.
+        held: usize,
+        /// On how many masters the key was absent.
+        absent: usize,
+        /// How many were needed for the lock to be held.
+        required: usize,
+        /// How many masters there are.
+        masters: usize,
+        /// What the others said (the error's source).
+        #[source]
+        failures: Failures,
     },
     /// Too many masters failed to answer to tell whether the lock was still held; their keys expire
     /// with the TTL.
@@ -414,15 +527,52 @@ pub enum ReleaseError {
         required: usize,
         /// How many masters there are.
         masters: usize,
-        /// What the others said.
-        failures: Vec<NodeFailure>,
+        /// What the others said (the error's source).
+        #[source]
+        failures: Failures,
     },
 }
 
 impl ReleaseError {
-    /// Whether the lock is known to have expired before the release.
+    /// Whether the lock had expired while it was held, so the protected data may have been touched
+    /// by another holder: its validity had ended ([`ReleaseError::Expired`]), or another holder
+    /// took it ([`ReleaseError::TakenOver`]).
     pub fn is_expired(&self) -> bool {
+        matches!(
+            self,
+            ReleaseError::Expired { .. } | ReleaseError::TakenOver { .. }
+        )
+    }
+
+    /// Whether the key was simply absent: expired, or already released ([`ReleaseError::Absent`]).
+    pub fn is_absent(&self) -> bool {
+        matches!(self, ReleaseError::Absent { .. })
+    }
+
+    /// Whether another holder has the lock ([`ReleaseError::TakenOver`]).
+    pub fn is_contended(&self) -> bool {
+        matches!(self, ReleaseError::TakenOver { .. })
+    }
+
+    /// Whether too few masters answered to tell ([`ReleaseError::Unconfirmed`]).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, ReleaseError::Unconfirmed { .. })
+    }
+
+    /// Whether the lock's validity ran out before the release ([`ReleaseError::Expired`]).
+    pub fn is_timeout(&self) -> bool {
         matches!(self, ReleaseError::Expired { .. })
+    }
+
+    /// The per-master failures, if any.
+    pub fn failures(&self) -> &[NodeFailure] {
+        match self {
+            ReleaseError::Input(_) => &[],
+            ReleaseError::Expired { failures, .. }
+            | ReleaseError::TakenOver { failures, .. }
+            | ReleaseError::Absent { failures, .. }
+            | ReleaseError::Unconfirmed { failures, .. } => failures,
+        }
     }
 }
 
@@ -448,6 +598,33 @@ pub enum WithLockError {
 }
 
 impl WithLockError {
+    /// Whether the acquire's wait ran out, or the lock's validity ran out before the release.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            WithLockError::Acquire(e) => e.is_timeout(),
+            WithLockError::Release(e) => e.is_timeout(),
+            WithLockError::LockLost { .. } => false,
+        }
+    }
+
+    /// Whether too few masters were available (to acquire, or to confirm the release).
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            WithLockError::Acquire(e) => e.is_unavailable(),
+            WithLockError::Release(e) => e.is_unavailable(),
+            WithLockError::LockLost { .. } => false,
+        }
+    }
+
+    /// Whether another holder had the lock (when acquiring), or took it over.
+    pub fn is_contended(&self) -> bool {
+        match self {
+            WithLockError::Acquire(e) => e.is_contended(),
+            WithLockError::Release(e) => e.is_contended(),
+            WithLockError::LockLost { .. } => false,
+        }
+    }
+
     /// Whether the lock was lost during the work (and the work cancelled).
     pub fn is_lock_lost(&self) -> bool {
         matches!(self, WithLockError::LockLost { .. })
@@ -522,7 +699,8 @@ mod tests {
                     addr: "10.0.0.3:6379".into(),
                     kind: NodeErrorKind::Timeout,
                 },
-            ],
+            ]
+            .into(),
         };
         let msg = err.to_string();
         assert!(msg.contains("1 of 3 masters granted it, 2 needed"), "{msg}");
@@ -542,12 +720,12 @@ mod tests {
             addr: format!("h:{node}"),
             kind,
         };
-        let err = |failures| AcquireError::NoQuorum {
+        let err = |failures: Vec<NodeFailure>| AcquireError::NoQuorum {
             resource: "r".into(),
             acquired: 0,
             required: 3,
             masters: 5,
-            failures,
+            failures: failures.into(),
         };
         let one_wrong = err(vec![
             failure(0, NodeErrorKind::WrongType),

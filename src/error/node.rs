@@ -2,9 +2,82 @@
 //! sorting of a redis-rs error into what it means for a lock, with credentials kept out.
 
 use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::Elapsed;
+
+/// What a master (or the client library talking to it) said went wrong, with the redis-rs error it
+/// came from when there is one ([`std::error::Error::source`] of the kind and the failure reach it).
+///
+/// Compared and shown by its message alone.
+#[derive(Clone)]
+pub struct Detail {
+    message: String,
+    cause: Option<Arc<redis::RedisError>>,
+}
+
+impl Detail {
+    /// The message, as the server sent it or as the client library put it, without credentials.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The same message, carrying the error it came from.
+    fn caused_by(message: String, cause: &redis::RedisError) -> Self {
+        // The error's own text could carry a URL's password: only one that needed no redaction
+        // is kept as the cause.
+        let cause = (!cause.to_string().contains('@')).then(|| Arc::new(cause.clone()));
+        Self { message, cause }
+    }
+
+    fn cause(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl Deref for Detail {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Detail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl fmt::Debug for Detail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.message, f)
+    }
+}
+
+impl PartialEq for Detail {
+    fn eq(&self, other: &Self) -> bool {
+        self.message == other.message
+    }
+}
+
+impl Eq for Detail {}
+
+impl From<String> for Detail {
+    fn from(message: String) -> Self {
+        Self { message, cause: None }
+    }
+}
+
+impl From<&str> for Detail {
+    fn from(message: &str) -> Self {
+        message.to_owned().into()
+    }
+}
 
 /// What went wrong with one master during one operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,13 +94,13 @@ pub enum NodeErrorKind {
     /// The master did not answer within the per-node timeout.
     Timeout,
     /// The connection failed or was refused.
-    Connection(String),
+    Connection(Detail),
     /// The master rejected our credentials.
-    Auth(String),
+    Auth(Detail),
     /// The master answered with an error.
-    Server(String),
+    Server(Detail),
     /// The master answered something that is not a valid reply to our command.
-    Protocol(String),
+    Protocol(Detail),
     /// The master restarted `uptime` ago, within the grace period, and does not persist with
     /// `appendfsync always`: it may have lost keys, so its vote is ignored for `remaining`.
     Restarted {
@@ -93,6 +166,7 @@ impl fmt::Display for NodeErrorKind {
 
 /// One master's failure: its index in the configured list, its address, and what happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NodeFailure {
     /// The master's position in the list given to the builder.
     pub node: usize,
@@ -108,15 +182,80 @@ impl fmt::Display for NodeFailure {
     }
 }
 
-/// Formats a list of node failures for an error message.
-pub(crate) struct Failures<'a>(&'a [NodeFailure]);
-
-impl fmt::Display for Failures<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_empty() {
-            return Ok(());
+impl std::error::Error for NodeErrorKind {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NodeErrorKind::Connection(d)
+            | NodeErrorKind::Auth(d)
+            | NodeErrorKind::Server(d)
+            | NodeErrorKind::Protocol(d) => d.cause(),
+            _ => None,
         }
-        f.write_str(": ")?;
+    }
+}
+
+impl std::error::Error for NodeFailure {
+    /// The redis-rs error behind the failure, when there is one.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.kind)
+    }
+}
+
+/// The masters that did not do what an operation asked, in the masters' order.
+///
+/// Reads as a slice of [`NodeFailure`]s. As an error, its [`source`](std::error::Error::source) is
+/// the first failure that came from a redis-rs error, so a chain from an operation's error reaches
+/// the [`redis::RedisError`] behind it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Failures(Vec<NodeFailure>);
+
+impl Failures {
+    /// The failures, by value.
+    pub fn into_vec(self) -> Vec<NodeFailure> {
+        self.0
+    }
+}
+
+impl Deref for Failures {
+    type Target = [NodeFailure];
+
+    fn deref(&self) -> &[NodeFailure] {
+        &self.0
+    }
+}
+
+impl From<Vec<NodeFailure>> for Failures {
+    fn from(failures: Vec<NodeFailure>) -> Self {
+        Self(failures)
+    }
+}
+
+impl FromIterator<NodeFailure> for Failures {
+    fn from_iter<I: IntoIterator<Item = NodeFailure>>(failures: I) -> Self {
+        Self(failures.into_iter().collect())
+    }
+}
+
+impl IntoIterator for Failures {
+    type Item = NodeFailure;
+    type IntoIter = std::vec::IntoIter<NodeFailure>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Failures {
+    type Item = &'a NodeFailure;
+    type IntoIter = std::slice::Iter<'a, NodeFailure>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl fmt::Display for Failures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, failure) in self.0.iter().enumerate() {
             if i > 0 {
                 f.write_str("; ")?;
@@ -127,8 +266,30 @@ impl fmt::Display for Failures<'_> {
     }
 }
 
-pub(crate) fn list(failures: &[NodeFailure]) -> Failures<'_> {
-    Failures(failures)
+impl std::error::Error for Failures {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0
+            .iter()
+            .find(|f| std::error::Error::source(*f).is_some())
+            .map(|f| f as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// A list of failures after an error message: `: a; b`, or nothing.
+pub(crate) struct Listed<'a>(&'a [NodeFailure]);
+
+impl fmt::Display for Listed<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, failure) in self.0.iter().enumerate() {
+            f.write_str(if i == 0 { ": " } else { "; " })?;
+            write!(f, "{failure}")?;
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn list(failures: &[NodeFailure]) -> Listed<'_> {
+    Listed(failures)
 }
 
 /// Sorts a redis-rs error into what it means for the lock.
@@ -138,18 +299,19 @@ pub(crate) fn classify(err: &redis::RedisError) -> NodeErrorKind {
     if code == "WRONGTYPE" || err.to_string().contains("WRONGTYPE") {
         return NodeErrorKind::WrongType;
     }
+    let detail = || Detail::caused_by(describe(err), err);
     if err.kind() == ErrorKind::AuthenticationFailed || matches!(code, "NOAUTH" | "WRONGPASS" | "NOPERM") {
-        return NodeErrorKind::Auth(describe(err));
+        return NodeErrorKind::Auth(detail());
     }
     if err.is_timeout() {
         return NodeErrorKind::Timeout;
     }
     if err.is_io_error() || err.is_connection_refusal() || err.is_connection_dropped() {
-        return NodeErrorKind::Connection(describe(err));
+        return NodeErrorKind::Connection(detail());
     }
     match err.kind() {
-        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => NodeErrorKind::Protocol(describe(err)),
-        _ => NodeErrorKind::Server(describe(err)),
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => NodeErrorKind::Protocol(detail()),
+        _ => NodeErrorKind::Server(detail()),
     }
 }
 

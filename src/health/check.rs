@@ -145,15 +145,15 @@ pub(crate) async fn inspect(node: &Link) -> Result<Snapshot, NodeErrorKind> {
         Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Value::VerbatimString { text, .. } => text,
         Value::SimpleString(text) => text,
-        other => return Err(NodeErrorKind::Protocol(format!("INFO answered {other:?}"))),
+        other => return Err(NodeErrorKind::Protocol(format!("INFO answered {other:?}").into())),
     };
     let field = |name: &str| info_field(&text, name);
     let run_id = field("run_id")
-        .ok_or_else(|| NodeErrorKind::Protocol("INFO has no run_id".to_owned()))?
+        .ok_or_else(|| NodeErrorKind::Protocol("INFO has no run_id".to_owned().into()))?
         .to_owned();
     let uptime_secs = field("uptime_in_seconds")
         .and_then(|v| v.parse().ok())
-        .ok_or_else(|| NodeErrorKind::Protocol("INFO has no uptime_in_seconds".to_owned()))?;
+        .ok_or_else(|| NodeErrorKind::Protocol("INFO has no uptime_in_seconds".to_owned().into()))?;
     let aof_enabled = field("aof_enabled") == Some("1");
     let replicas = field("connected_slaves")
         .and_then(|v| v.parse().ok())

@@ -464,9 +464,9 @@ async fn round(
                     1 => Ok(()),
                     -1 => Err(NodeErrorKind::Held),
                     0 => Err(NodeErrorKind::Queued),
-                    other => Err(NodeErrorKind::Protocol(format!(
-                        "fair acquire answered {other}, expected 1, 0 or -1"
-                    ))),
+                    other => Err(NodeErrorKind::Protocol(
+                        format!("fair acquire answered {other}, expected 1, 0 or -1").into(),
+                    )),
                 })
         })
         .await

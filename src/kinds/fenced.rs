@@ -161,11 +161,11 @@ async fn acquire_on(
         .arg(run_id);
     let reply = match node.query(Arc::new(cmd)).await? {
         Value::Int(n) => AcquireReply::from_reply(n)
-            .ok_or_else(|| NodeErrorKind::Protocol(format!("fenced acquire returned {n}")))?,
+            .ok_or_else(|| NodeErrorKind::Protocol(format!("fenced acquire returned {n}").into()))?,
         other => {
-            return Err(NodeErrorKind::Protocol(format!(
-                "fenced acquire answered {other:?}"
-            )))
+            return Err(NodeErrorKind::Protocol(
+                format!("fenced acquire answered {other:?}").into(),
+            ))
         }
     };
     match reply {
@@ -190,12 +190,22 @@ async fn acquire_on(
             health.mark_fence_epoch(index);
             Err(NodeErrorKind::FenceRepair)
         }
-        AcquireReply::Uninitialized | AcquireReply::Regressed => {
+        AcquireReply::Uninitialized => {
+            // A fresh master, or one that lost its data: the repair tells which, from what the
+            // others hold, and warns only about the second.
+            debug!(
+                node = index,
+                addr = node.addr(),
+                "no fencing counter on the master; it is set up before it votes"
+            );
+            health.mark_fence_repair(index);
+            Err(NodeErrorKind::FenceRepair)
+        }
+        AcquireReply::Regressed => {
             warn!(
                 node = index,
                 addr = node.addr(),
-                ?reply,
-                "fencing counter missing or behind; the master is repaired before it votes again"
+                "fencing counter behind what this client saw (the master lost writes); it is repaired before it votes again"
             );
             health.mark_fence_repair(index);
             Err(NodeErrorKind::FenceRepair)

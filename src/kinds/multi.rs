@@ -218,7 +218,8 @@ async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<
 
 /// Reads the acquire script's reply: the 0-based positions of the held keys (empty: all taken).
 fn conflicts(reply: Value, keys: usize) -> Result<Vec<usize>, NodeErrorKind> {
-    let bad = |what: String| NodeErrorKind::Protocol(format!("multi-resource acquire answered {what}"));
+    let bad =
+        |what: String| NodeErrorKind::Protocol(format!("multi-resource acquire answered {what}").into());
     let Value::Array(items) = reply else {
         return Err(bad(format!("{reply:?}, expected an array")));
     };

@@ -232,9 +232,9 @@ async fn round(
                         Ok(())
                     }
                     _ if count == -1 => Err(NodeErrorKind::Held),
-                    _ => Err(NodeErrorKind::Protocol(format!(
-                        "reentrant acquire answered {count}, expected a hold count or -1"
-                    ))),
+                    _ => Err(NodeErrorKind::Protocol(
+                        format!("reentrant acquire answered {count}, expected a hold count or -1").into(),
+                    )),
                 }
             })
         })

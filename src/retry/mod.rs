@@ -99,7 +99,7 @@ mod tests {
             acquired: 0,
             required: 2,
             masters: 3,
-            failures: Vec::new(),
+            failures: Vec::new().into(),
         }
     }
 

@@ -30,7 +30,7 @@ const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
 
 /// The longest a waiter sleeps without an announcement when the key's expiry cannot be read (a
 /// key without a TTL, or too few masters answering): 1 s. It bounds the cost of a missed message.
-pub const MAX_FALLBACK_WAIT: Duration = Duration::from_secs(1);
+pub(crate) const MAX_FALLBACK_WAIT: Duration = Duration::from_secs(1);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)

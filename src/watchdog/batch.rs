@@ -139,9 +139,9 @@ pub(super) async fn renew(
             }
             other => {
                 let kind = match other {
-                    Ok(values) => {
-                        NodeErrorKind::Protocol(format!("{} replies to {count} renewals", values.len()))
-                    }
+                    Ok(values) => NodeErrorKind::Protocol(
+                        format!("{} replies to {count} renewals", values.len()).into(),
+                    ),
                     Err(kind) => kind,
                 };
                 debug!(node, error = %kind, "renewal pipeline failed on a master");

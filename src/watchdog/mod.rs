@@ -47,14 +47,14 @@ use crate::link::Masters;
 /// 20 µs, so 10,000 renewals may take 200 ms more than a single command. The bound is raised to
 /// the shortest validity left among the tick's locks when that is longer: a reply later than that
 /// is useless, one earlier still renews.
-pub const RENEWAL_TIME_ALLOWANCE: Duration = Duration::from_micros(20);
+pub(crate) const RENEWAL_TIME_ALLOWANCE: Duration = Duration::from_micros(20);
 
 /// A tick renewing at least this many locks closes its renewal connections afterwards (they are
 /// reopened on the next tick): 1,000. A connection's write buffer keeps the capacity of the largest
 /// pipeline it sent, about 100 bytes per renewal, for as long as it lives; with 10,000 locks that is
 /// 1 MB per master kept between ticks, more than the locks themselves. Reopening costs one connect
 /// per master per large tick, which is small next to the pipeline it follows.
-pub const RENEWAL_CONNECTION_RECYCLE: usize = 1_000;
+pub(crate) const RENEWAL_CONNECTION_RECYCLE: usize = 1_000;
 
 /// How a guard is kept alive. Start from [`KeepAlive::default`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
