@@ -123,8 +123,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Print a shell completion script: quorlock completions bash > /etc/bash_completion.d/quorlock
     Completions(CompletionsArgs),
-    /// Print the man page (roff): quorlock man > quorlock.1
-    Man,
+    /// Print the man page (roff): quorlock man > quorlock.1, quorlock man run > quorlock-run.1
+    Man(ManArgs),
 }
 
 /// The masters, and how to talk to them: every command that reaches the masters takes these.
@@ -347,6 +347,14 @@ pub struct CompletionsArgs {
     /// The shell to complete in
     #[arg(value_name = "SHELL")]
     pub shell: clap_complete::Shell,
+}
+
+/// `quorlock man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The page of this command (quorlock-COMMAND(1)) instead of quorlock(1)
+    #[arg(value_name = "COMMAND", value_parser = ["run", "acquire", "release", "status", "demo", "completions", "man"])]
+    pub command: Option<String>,
 }
 
 /// The options of [`MasterArgs`] and `--restart-grace` given before the subcommand, where

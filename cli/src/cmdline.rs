@@ -37,7 +37,7 @@ where
             .and_then(|()| resolve_masters(&early, &mut args.masters, sub)),
         Command::Release(args) => resolve_masters(&early, &mut args.masters, sub),
         Command::Status(args) => resolve_masters(&early, &mut args.masters, sub),
-        Command::Demo(_) | Command::Completions(_) | Command::Man => Ok(()),
+        Command::Demo(_) | Command::Completions(_) | Command::Man(_) => Ok(()),
     };
     resolved.map_err(|message| Cli::command().error(ErrorKind::ArgumentConflict, message))?;
     Ok(cli)

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use clap::CommandFactory;
 
-use crate::args::{Cli, CompletionsArgs};
+use crate::args::{Cli, CompletionsArgs, ManArgs};
 use crate::exit::{Failure, OK, SOFTWARE};
 
 /// Prints the completion script for the shell asked for on stdout.
@@ -20,13 +20,23 @@ pub fn completions(args: &CompletionsArgs) -> u8 {
     OK
 }
 
-/// Prints the man page (roff) on stdout.
+/// Prints the man page (roff) on stdout: quorlock(1), or quorlock-COMMAND(1), the page its
+/// SUBCOMMANDS section refers to.
 ///
 /// # Errors
 /// A [`SOFTWARE`] failure when stdout cannot be written.
-pub fn man() -> Result<u8, Failure> {
+pub fn man(args: &ManArgs) -> Result<u8, Failure> {
+    let mut command = Cli::command();
+    command.build();
+    let command = match &args.command {
+        None => command,
+        Some(name) => match command.find_subcommand(name) {
+            Some(sub) => sub.clone().name(format!("quorlock-{name}")),
+            None => return Err(Failure::new(SOFTWARE, format!("no command {name:?}"))),
+        },
+    };
     let mut page = Vec::new();
-    clap_mangen::Man::new(Cli::command())
+    clap_mangen::Man::new(command)
         .render(&mut page)
         .map_err(|e| Failure::new(SOFTWARE, format!("cannot render the man page: {e}")))?;
     std::io::stdout()

@@ -18,7 +18,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Acquire(a) => (a.json, Report::new("acquire", &a.key)),
         Command::Release(a) => (a.json, Report::new("release", &a.key)),
         Command::Status(a) => (a.json, Report::new("status", &a.key)),
-        Command::Demo(_) | Command::Completions(_) | Command::Man => (false, Report::new("", "")),
+        Command::Demo(_) | Command::Completions(_) | Command::Man(_) => (false, Report::new("", "")),
     };
     let outcome = match cli.command {
         Command::Run(args) => {
@@ -39,7 +39,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Demo(args) => Err(crate::demo::demo(args)),
         Command::Completions(args) => Ok(completions::completions(&args)),
-        Command::Man => completions::man(),
+        Command::Man(args) => completions::man(&args),
     };
     if json {
         println!("{}", report.finish(&outcome));

@@ -1,5 +1,5 @@
 //! `quorlock completions SHELL` prints a script that completes the subcommands and their options,
-//! and `quorlock man` a roff man page; neither needs masters.
+//! and `quorlock man [COMMAND]` a roff man page; neither needs masters.
 
 use super::{bare, code, output, stderr};
 
@@ -59,4 +59,8 @@ async fn a_man_page_in_roff() {
     for word in ["run", "acquire", "release", "status", "completions"] {
         assert!(page.contains(word), "{word} missing from the man page");
     }
+    // The pages its SUBCOMMANDS section refers to.
+    let run = printed(&["man", "run"]).await;
+    assert!(run.contains(".TH quorlock-run"), "{run}");
+    assert!(run.contains("nonblock") && run.contains("conflict"), "{run}");
 }
