@@ -46,7 +46,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Warm up connections, script caches and the fencing counters.
     for _ in 0..50 {
         locks.acquire("bench", ttl).await?.release().await?;
-        locks.acquire_fenced("bench", ttl).await?.release().await?;
+        locks
+            .lock("bench", ttl)
+            .fenced()
+            .acquire()
+            .await?
+            .release()
+            .await?;
     }
     let mut plain = Vec::with_capacity(iterations);
     let mut fenced = Vec::with_capacity(iterations);
@@ -56,7 +62,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             locks.acquire("bench", ttl).await?.release().await?;
             plain.push(started.elapsed());
         } else {
-            let guard = locks.acquire_fenced("bench", ttl).await?;
+            let guard = locks.lock("bench", ttl).fenced().acquire().await?;
             guard.release().await?;
             fenced.push(started.elapsed());
         }

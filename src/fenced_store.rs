@@ -2,7 +2,7 @@
 //! token is at least the highest it has seen, and rejects it otherwise.
 //!
 //! This is the other half of fencing: the lock hands out tokens that never go backwards
-//! ([`crate::Quorlock::acquire_fenced`]), and the resource refuses a holder whose token is stale —
+//! ([`crate::Lock::fenced`]), and the resource refuses a holder whose token is stale —
 //! a holder that paused past its validity while another took the lock. Each data key `k` has a
 //! fence key `k:fence` (the suffix is configurable) holding the highest token accepted; both are
 //! checked and updated by one Lua script, atomically.

@@ -61,7 +61,7 @@
 //!
 //! Beyond RedLock: the client itself keeps a master that restarted without `appendfsync always`
 //! out of every majority for the longest TTL in use (the delayed restart the spec leaves to
-//! operators), and [`Quorlock::acquire_fenced`] hands out fencing tokens backed by a majority that
+//! operators), and [`Lock::fenced`] hands out fencing tokens backed by a majority that
 //! never go backwards, however long a holder pauses, so that a resource such as [`FencedStore`]
 //! can reject a paused holder's late writes. [`safety`] (`docs/safety.md`) states which failures
 //! are covered, which are detected, and which are out of model.
@@ -84,6 +84,7 @@ mod inspect;
 pub mod kinds;
 mod lease;
 mod link;
+mod lock;
 mod lua;
 mod names;
 mod node;
@@ -107,6 +108,7 @@ pub use error::{
 pub use fenced_store::{FencedError, FencedStore, DEFAULT_FENCE_SUFFIX};
 pub use inspect::{Holding, Inspection, MasterState};
 pub use kinds::{FairOptions, LockOwner, Ticket};
+pub use lock::Lock;
 pub use watchdog::{KeepAlive, WatchdogStats};
 pub use with_lock::LockHandle;
 

@@ -1,5 +1,5 @@
-//! `with_lock`: run a piece of work under a lock that the watchdog keeps alive, and stop the work the
-//! moment the lock is lost.
+//! `with_lock` and [`Lock::with`]: run a piece of work under a lock (of any kind) that the watchdog
+//! keeps alive, and stop the work the moment the lock is lost.
 //!
 //! This is the safe way to hold a lock for work of unknown length: the lock is acquired (waiting up
 //! to the configured deadline), renewed in the background, and released when the work ends. If the
@@ -18,7 +18,7 @@ use tracing::{instrument, warn};
 use crate::client::Quorlock;
 use crate::error::{ReleaseError, WithLockError};
 use crate::lease::Lease;
-use crate::watchdog::KeepAlive;
+use crate::lock::Lock;
 
 /// A cheap, clonable view of a lock held by [`Quorlock::with_lock`], handed to the work.
 ///
@@ -53,6 +53,11 @@ impl LockHandle {
         &self.held.token
     }
 
+    /// The fencing token of a fenced lock ([`Lock::fenced`]); `None` for other kinds.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.held.fencing_token.get().copied()
+    }
+
     /// The monotonic instant the lock stops being valid unless renewed.
     pub fn valid_until(&self) -> Instant {
         self.held.valid_until()
@@ -76,13 +81,8 @@ impl LockHandle {
 }
 
 impl Quorlock {
-    /// Acquires `resource` (waiting up to the configured deadline), keeps it alive, runs `work`,
-    /// and releases it.
-    ///
-    /// If the lock is lost while the work runs, the work's future is dropped and
-    /// [`WithLockError::LockLost`] is returned. A release that could not be confirmed because
-    /// masters were unreachable is only logged: the work finished while the lock was known held,
-    /// and the leftover keys expire with their TTL.
+    /// Acquires `resource` (waiting as configured), keeps it alive, runs `work`, and releases it:
+    /// `lock(resource, ttl).with(work)`.
     ///
     /// ```no_run
     /// # async fn run(locks: quorlock::Quorlock) -> Result<(), quorlock::WithLockError> {
@@ -101,10 +101,7 @@ impl Quorlock {
     /// ```
     ///
     /// # Errors
-    /// [`WithLockError::Acquire`] when the lock was not acquired (the work never ran);
-    /// [`WithLockError::LockLost`] when it was lost during the work (the work was cancelled);
-    /// [`WithLockError::Release`] when the release found the lock had already expired on a
-    /// majority, so the work may not have been protected to its end.
+    /// As [`Lock::with`].
     pub async fn with_lock<F, Fut, T>(
         &self,
         resource: &str,
@@ -115,28 +112,33 @@ impl Quorlock {
         F: FnOnce(LockHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        self.with_lock_opts(resource, ttl, KeepAlive::default(), work)
-            .await
+        self.lock(resource, ttl).with(work).await
     }
+}
 
-    /// [`Quorlock::with_lock`] with keep-alive options (renewal interval, hold cap).
+impl Lock<'_> {
+    /// Acquires the lock (of any kind, waiting as this request says), keeps it alive (see
+    /// [`Lock::keep_alive`]), runs `work`, and releases it.
+    ///
+    /// If the lock is lost while the work runs, the work's future is dropped and
+    /// [`WithLockError::LockLost`] is returned. A release that could not be confirmed because
+    /// masters were unreachable is only logged: the work finished while the lock was known held,
+    /// and the leftover keys expire with their TTL.
     ///
     /// # Errors
-    /// As [`Quorlock::with_lock`]; reaching the hold cap before the work ends is a
-    /// [`WithLockError::LockLost`].
-    #[instrument(skip_all, fields(resource = %resource))]
-    pub async fn with_lock_opts<F, Fut, T>(
-        &self,
-        resource: &str,
-        ttl: Duration,
-        opts: KeepAlive,
-        work: F,
-    ) -> Result<T, WithLockError>
+    /// [`WithLockError::Acquire`] when the lock was not acquired (the work never ran);
+    /// [`WithLockError::LockLost`] when it was lost during the work, or reached its hold cap (the
+    /// work was cancelled); [`WithLockError::Release`] when the release found the lock had already
+    /// expired on a majority, so the work may not have been protected to its end.
+    #[instrument(skip_all, fields(resource = %self.label()))]
+    pub async fn with<F, Fut, T>(self, work: F) -> Result<T, WithLockError>
     where
         F: FnOnce(LockHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.acquire(resource, ttl).await?;
+        let resource = self.label();
+        let opts = self.keep_alive_options();
+        let guard = self.acquire().await?;
         guard.keep_alive_with(opts);
         let started = Instant::now();
         let work = work(LockHandle {
@@ -155,10 +157,7 @@ impl Quorlock {
             );
             // Clean up whatever is left of it; the outcome changes nothing for the caller.
             let _ = guard.release().await;
-            return Err(WithLockError::LockLost {
-                resource: resource.to_owned(),
-                held_for,
-            });
+            return Err(WithLockError::LockLost { resource, held_for });
         };
         match guard.release().await {
             Ok(_) => Ok(output),

@@ -32,7 +32,9 @@ async fn tokens_strictly_increase_across_holders_and_resources() {
             (&b, "orders:2")
         };
         let guard = client
-            .acquire_fenced(resource, TTL)
+            .lock(resource, TTL)
+            .fenced()
+            .acquire()
             .await
             .expect("fenced acquire");
         let token = guard.fencing_token().expect("a fenced guard has a token");
@@ -62,8 +64,18 @@ async fn a_fenced_lock_excludes_plain_and_fenced_contenders() {
     let c = cluster(3).await;
     let a = locks(&c).await;
     let b = locks(&c).await;
-    let guard = a.acquire_fenced("stock", TTL).await.expect("fenced acquire");
-    let err = b.try_acquire_fenced("stock", TTL).await.expect_err("held");
+    let guard = a
+        .lock("stock", TTL)
+        .fenced()
+        .acquire()
+        .await
+        .expect("fenced acquire");
+    let err = b
+        .lock("stock", TTL)
+        .fenced()
+        .try_acquire()
+        .await
+        .expect_err("held");
     assert!(err.is_contended(), "{err}");
     let err = b.try_acquire("stock", TTL).await.expect_err("held");
     assert!(err.is_contended(), "{err}");
@@ -73,7 +85,7 @@ async fn a_fenced_lock_excludes_plain_and_fenced_contenders() {
         assert_eq!(v.as_deref(), Some(guard.token()));
     }
     guard.release().await.expect("release");
-    let next = b.try_acquire_fenced("stock", TTL).await.expect("free");
+    let next = b.lock("stock", TTL).fenced().try_acquire().await.expect("free");
     next.release().await.expect("release");
 }
 
@@ -92,7 +104,9 @@ async fn a_key_of_another_type_fails_a_fenced_acquire_at_once_and_leaves_no_key(
         .await
         .expect("build");
     let err = locks
-        .acquire_fenced("ledger", TTL)
+        .lock("ledger", TTL)
+        .fenced()
+        .acquire()
         .await
         .expect_err("a list is not a lock");
     assert!(!err.is_retryable(), "{err}");
@@ -119,7 +133,12 @@ async fn a_master_that_lost_its_counter_is_repaired_before_it_votes() {
         .expect("build");
     let mut last = 0;
     for _ in 0..5 {
-        let g = locks.acquire_fenced("ledger", TTL).await.expect("acquire");
+        let g = locks
+            .lock("ledger", TTL)
+            .fenced()
+            .acquire()
+            .await
+            .expect("acquire");
         last = g.fencing_token().expect("token");
         g.release().await.expect("release");
     }
@@ -127,14 +146,24 @@ async fn a_master_that_lost_its_counter_is_repaired_before_it_votes() {
     c.restart(0, DataMode::Wipe).await.expect("restart");
     assert_eq!(counter(&c, 0).await, None);
     // Fenced acquisitions go on with masters 1 and 2; master 0 is repaired once the grace passed.
-    let g = locks.acquire_fenced("ledger", TTL).await.expect("acquire");
+    let g = locks
+        .lock("ledger", TTL)
+        .fenced()
+        .acquire()
+        .await
+        .expect("acquire");
     assert!(g.fencing_token().expect("token") > last);
     last = g.fencing_token().expect("token");
     g.release().await.expect("release");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut repaired = false;
     while !repaired && tokio::time::Instant::now() < deadline {
-        let g = locks.acquire_fenced("ledger", TTL).await.expect("acquire");
+        let g = locks
+            .lock("ledger", TTL)
+            .fenced()
+            .acquire()
+            .await
+            .expect("acquire");
         let token = g.fencing_token().expect("token");
         g.release().await.expect("release");
         assert!(token > last, "token {token} after {last}");
@@ -150,7 +179,9 @@ async fn a_master_that_lost_its_counter_is_repaired_before_it_votes() {
     // Now master 0 must carry the majority: stop master 1, and tokens still go up.
     c.pause(1).expect("pause");
     let g = locks
-        .acquire_fenced("ledger", TTL)
+        .lock("ledger", TTL)
+        .fenced()
+        .acquire()
         .await
         .expect("acquire without master 1");
     assert!(g.fencing_token().expect("token") > last);
@@ -164,7 +195,7 @@ async fn a_master_whose_counter_went_back_refuses_to_vote() {
     let locks = locks(&c).await;
     let mut highest = 0;
     for _ in 0..3 {
-        let g = locks.acquire_fenced("r", TTL).await.expect("acquire");
+        let g = locks.lock("r", TTL).fenced().acquire().await.expect("acquire");
         highest = g.fencing_token().expect("token");
         g.release().await.expect("release");
     }
@@ -173,7 +204,7 @@ async fn a_master_whose_counter_went_back_refuses_to_vote() {
     let _: () = conn.set(COUNTER, 0).await.expect("SET");
     let mut conn1 = c.client(1).await.expect("connect");
     let _: () = conn1.set_ex("r", "someone-else", 5).await.expect("SET");
-    match locks.try_acquire_fenced("r", TTL).await {
+    match locks.lock("r", TTL).fenced().try_acquire().await {
         // Master 0 refuses to vote until it is repaired: with master 1 busy, no majority.
         Err(err) => assert!(
             err.failures()
@@ -240,14 +271,16 @@ async fn a_fresh_client_repairs_a_master_whose_counter_went_back_across_a_restar
     let old = locks(&c).await;
     // Every counter exists (and carries its epoch); then tokens are committed on masters 0 and 1
     // only (another holder's key on master 2 keeps its counter out of them).
-    let g = old.acquire_fenced("r", TTL).await.expect("acquire");
+    let g = old.lock("r", TTL).fenced().acquire().await.expect("acquire");
     g.release().await.expect("release");
     let mut conn2 = c.client(2).await.expect("connect");
     let _: () = conn2.set_ex("r", "someone-else", 30).await.expect("SET");
     let mut committed = 0;
     for _ in 0..5 {
         let g = old
-            .acquire_fenced("r", TTL)
+            .lock("r", TTL)
+            .fenced()
+            .acquire()
             .await
             .expect("acquire without master 2");
         committed = g.fencing_token().expect("token");
@@ -271,7 +304,9 @@ async fn a_fresh_client_repairs_a_master_whose_counter_went_back_across_a_restar
         .await
         .expect("build");
     let g = fresh
-        .acquire_fenced("r", TTL)
+        .lock("r", TTL)
+        .fenced()
+        .acquire()
         .await
         .expect("fenced acquire on {0, 2}");
     let token = g.fencing_token().expect("token");

@@ -96,7 +96,7 @@ async fn client_loop(
         iteration += 1;
         let mut record = LockRecord::invoked(id, RESOURCE, clock.now());
         let acquired = if fenced {
-            locks.acquire_fenced(RESOURCE, ttl).await
+            locks.lock(RESOURCE, ttl).fenced().acquire().await
         } else {
             locks.acquire(RESOURCE, ttl).await
         };

@@ -59,7 +59,12 @@ async fn a_new_resource_is_quiet_and_a_master_that_lost_its_counter_is_not() {
         .expect("build");
     // The masters run without replicas and with appendfsync always: build warns about nothing.
     captured.clear();
-    let g = locks.acquire_fenced("brand-new", TTL).await.expect("acquire");
+    let g = locks
+        .lock("brand-new", TTL)
+        .fenced()
+        .acquire()
+        .await
+        .expect("acquire");
     assert_eq!(g.fencing_token(), Some(1), "counters start at zero");
     g.release().await.expect("release");
     let quiet = captured.text();
@@ -80,7 +85,12 @@ async fn a_new_resource_is_quiet_and_a_master_that_lost_its_counter_is_not() {
             "no warning about the lost counter:\n{}",
             captured.text()
         );
-        let g = locks.acquire_fenced("brand-new", TTL).await.expect("acquire");
+        let g = locks
+            .lock("brand-new", TTL)
+            .fenced()
+            .acquire()
+            .await
+            .expect("acquire");
         g.release().await.expect("release");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

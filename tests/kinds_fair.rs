@@ -54,7 +54,7 @@ fn waiter(
 ) -> tokio::task::JoinHandle<Result<(), AcquireError>> {
     tokio::spawn(async move {
         let options = FairOptions::new().ticket(ticket.clone());
-        let guard = locks.acquire_fair_with("printer", TTL, options).await?;
+        let guard = locks.lock("printer", TTL).fair_with(options).acquire().await?;
         assert_eq!(holding.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
         served.lock().expect("served").push(ticket.id().to_owned());
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -68,7 +68,12 @@ fn waiter(
 async fn eight_waiters_are_served_in_ticket_order() {
     let c = cluster(3).await;
     let locks = patient(&c).await;
-    let first = locks.acquire_fair("printer", TTL).await.expect("first holder");
+    let first = locks
+        .lock("printer", TTL)
+        .fair()
+        .acquire()
+        .await
+        .expect("first holder");
     let tickets: Vec<Ticket> = (0..8)
         .map(|_| {
             std::thread::sleep(Duration::from_millis(2));
@@ -118,7 +123,7 @@ async fn eight_waiters_are_served_in_ticket_order() {
 async fn a_crashed_waiter_is_skipped_after_its_heartbeat_deadline() {
     let c = cluster(3).await;
     let locks = patient(&c).await;
-    let holder = locks.acquire_fair("printer", TTL).await.expect("holder");
+    let holder = locks.lock("printer", TTL).fair().acquire().await.expect("holder");
     let crashed = Ticket::new();
     std::thread::sleep(Duration::from_millis(2));
     let live = Ticket::new();
@@ -127,7 +132,7 @@ async fn a_crashed_waiter_is_skipped_after_its_heartbeat_deadline() {
     let options = FairOptions::new()
         .ticket(crashed.clone())
         .heartbeat(Duration::from_millis(1500));
-    let mut crashing = Box::pin(locks.acquire_fair_with("printer", TTL, options));
+    let mut crashing = Box::pin(locks.lock("printer", TTL).fair_with(options).acquire());
     for _ in 0..100 {
         let _ = tokio::time::timeout(Duration::from_millis(50), &mut crashing).await;
         if queued_everywhere(&c, &[0, 1, 2], 1).await {
@@ -187,7 +192,7 @@ async fn server_ms(c: &Cluster, i: usize) -> u64 {
 async fn five_masters_with_queues_seeded_differently_still_make_progress() {
     let c = cluster(5).await;
     let locks = patient(&c).await;
-    let holder = locks.acquire_fair("printer", TTL).await.expect("holder");
+    let holder = locks.lock("printer", TTL).fair().acquire().await.expect("holder");
     let tickets: Vec<Ticket> = (0..3)
         .map(|_| {
             std::thread::sleep(Duration::from_millis(2));
@@ -273,7 +278,7 @@ async fn release_notifies_the_next_waiter_by_its_ticket() {
     let c = cluster(3).await;
     let locks = patient(&c).await;
     let mut messages = subscribe(&c, 0, &format!("quorlock:released:{LOCK}")).await;
-    let holder = locks.acquire_fair("printer", TTL).await.expect("holder");
+    let holder = locks.lock("printer", TTL).fair().acquire().await.expect("holder");
     assert_eq!(holder.key(), LOCK);
     let next = Ticket::new();
     let task = waiter(
@@ -296,10 +301,12 @@ async fn release_notifies_the_next_waiter_by_its_ticket() {
 async fn waiters_that_give_up_or_are_dropped_leave_the_queue() {
     let c = cluster(3).await;
     let locks = patient(&c).await;
-    let holder = locks.acquire_fair("printer", TTL).await.expect("holder");
+    let holder = locks.lock("printer", TTL).fair().acquire().await.expect("holder");
     // A single round while the lock is held fails and leaves no ticket behind.
     let err = locks
-        .try_acquire_fair_with("printer", TTL, FairOptions::new())
+        .lock("printer", TTL)
+        .fair_with(FairOptions::new())
+        .try_acquire()
         .await
         .expect_err("held");
     assert!(
@@ -317,7 +324,9 @@ async fn waiters_that_give_up_or_are_dropped_leave_the_queue() {
         .await
         .expect("build");
     let err = impatient
-        .acquire_fair("printer", TTL)
+        .lock("printer", TTL)
+        .fair()
+        .acquire()
         .await
         .expect_err("held throughout");
     assert!(matches!(err, AcquireError::Exhausted { .. }), "{err}");
@@ -326,7 +335,7 @@ async fn waiters_that_give_up_or_are_dropped_leave_the_queue() {
         "left at once after giving up"
     );
     // A waiter whose future is dropped leaves from a background task.
-    let waiting = locks.acquire_fair("printer", TTL);
+    let waiting = locks.lock("printer", TTL).fair().acquire();
     let _ = tokio::time::timeout(Duration::from_millis(300), waiting).await;
     assert!(
         eventually(Duration::from_secs(5), || queued_everywhere(&c, &[0, 1, 2], 0)).await,
@@ -342,7 +351,9 @@ async fn waiters_that_give_up_or_are_dropped_leave_the_queue() {
         let _: () = conn.zadd(DEADLINES, early.id(), deadline).await.expect("ZADD");
     }
     let err = locks
-        .try_acquire_fair_with("printer", TTL, FairOptions::new())
+        .lock("printer", TTL)
+        .fair_with(FairOptions::new())
+        .try_acquire()
         .await
         .expect_err("an earlier waiter is ahead on a majority");
     assert!(
@@ -374,9 +385,9 @@ async fn a_waiter_wakes_on_its_turn_instead_of_sleeping_out_its_retry_delay() {
         .build()
         .await
         .expect("build");
-    let holder = locks.acquire_fair("printer", TTL).await.expect("holder");
+    let holder = locks.lock("printer", TTL).fair().acquire().await.expect("holder");
     let options = FairOptions::new().heartbeat(Duration::from_secs(120));
-    let task = tokio::spawn(async move { sleepy.acquire_fair_with("printer", TTL, options).await });
+    let task = tokio::spawn(async move { sleepy.lock("printer", TTL).fair_with(options).acquire().await });
     assert!(
         eventually(Duration::from_secs(5), || async {
             queued_everywhere(&c, &[0, 1, 2], 1).await && subscribers(&c, 0).await == 1
@@ -403,7 +414,9 @@ async fn a_reused_ticket_never_grants_a_second_holder() {
     let locks = patient(&c).await;
     let ticket = Ticket::new();
     let first = locks
-        .acquire_fair_with("printer", TTL, FairOptions::new().ticket(ticket.clone()))
+        .lock("printer", TTL)
+        .fair_with(FairOptions::new().ticket(ticket.clone()))
+        .acquire()
         .await
         .expect("first holder");
     // The lock holds a fresh secret per acquisition, not the ticket id (which is published to
@@ -414,7 +427,9 @@ async fn a_reused_ticket_never_grants_a_second_holder() {
     }
     // Another acquisition with a clone of the same ticket is refused while the first holds.
     let err = locks
-        .try_acquire_fair_with("printer", TTL, FairOptions::new().ticket(ticket.clone()))
+        .lock("printer", TTL)
+        .fair_with(FairOptions::new().ticket(ticket.clone()))
+        .try_acquire()
         .await
         .expect_err("the lock is held by the first acquisition");
     assert!(
@@ -425,7 +440,7 @@ async fn a_reused_ticket_never_grants_a_second_holder() {
     let second = tokio::spawn({
         let locks = locks.clone();
         let options = FairOptions::new().ticket(ticket.clone());
-        async move { locks.acquire_fair_with("printer", TTL, options).await }
+        async move { locks.lock("printer", TTL).fair_with(options).acquire().await }
     });
     assert!(
         eventually(Duration::from_secs(5), || queued_everywhere(&c, &[0, 1, 2], 1)).await,

@@ -22,7 +22,8 @@ async fn a_conflict_names_the_held_resources_and_takes_nothing() {
     let locks = locks(&c).await;
     let plain = locks.acquire("b", TTL).await.expect("plain lock on b");
     let err = locks
-        .try_acquire_all(["c", "b", "a"], TTL)
+        .lock_all(["c", "b", "a"], TTL)
+        .try_acquire()
         .await
         .expect_err("b is held");
     assert!(
@@ -50,13 +51,18 @@ async fn a_conflict_names_the_held_resources_and_takes_nothing() {
         .await
         .expect("build");
     let err = quick
-        .acquire_all(["a", "b"], TTL)
+        .lock_all(["a", "b"], TTL)
+        .acquire()
         .await
         .expect_err("b stays held");
     assert!(matches!(err, AcquireError::Exhausted { .. }), "{err}");
     assert_eq!(err.conflicts(), ["b"]);
     plain.release().await.expect("release b");
-    let guard = locks.try_acquire_all(["a", "b"], TTL).await.expect("free now");
+    let guard = locks
+        .lock_all(["a", "b"], TTL)
+        .try_acquire()
+        .await
+        .expect("free now");
     guard.release().await.expect("release");
 }
 
@@ -66,7 +72,8 @@ async fn a_set_is_held_extended_and_released_as_one_lock_on_the_plain_keys() {
     let a = locks(&c).await;
     let b = locks(&c).await;
     let guard = a
-        .acquire_all(["y", "x", "y"], Duration::from_secs(2))
+        .lock_all(["y", "x", "y"], Duration::from_secs(2))
+        .acquire()
         .await
         .expect("acquire {x, y}");
     assert_eq!(guard.resources(), ["x", "y"]);
@@ -95,7 +102,11 @@ async fn a_set_is_held_extended_and_released_as_one_lock_on_the_plain_keys() {
     .await;
     assert!(gone, "release deletes every key of the set on every master");
     let plain = b.try_acquire("x", TTL).await.expect("x free after release");
-    let err = a.try_acquire_all(["x", "z"], TTL).await.expect_err("x is held");
+    let err = a
+        .lock_all(["x", "z"], TTL)
+        .try_acquire()
+        .await
+        .expect_err("x is held");
     assert_eq!(err.conflicts(), ["x"]);
     plain.release().await.expect("release");
 }
@@ -104,7 +115,7 @@ async fn a_set_is_held_extended_and_released_as_one_lock_on_the_plain_keys() {
 async fn a_set_that_lost_a_key_on_a_master_is_not_extended_there() {
     let c = cluster(3).await;
     let locks = locks(&c).await;
-    let guard = locks.acquire_all(["p", "q"], TTL).await.expect("acquire");
+    let guard = locks.lock_all(["p", "q"], TTL).acquire().await.expect("acquire");
     // Another holder's token replaces q on a majority (as after an expiry and a new acquire).
     for i in 0..2 {
         let mut conn = c.client(i).await.expect("connect");
@@ -140,7 +151,7 @@ async fn client_loop(
     let mut tally = Tally::default();
     for _ in 0..iterations {
         let invoked = clock.now();
-        match locks.acquire_all(set, TTL).await {
+        match locks.lock_all(set, TTL).acquire().await {
             Ok(guard) => {
                 let acquired = clock.now();
                 let read = witness.load(Ordering::SeqCst);

@@ -21,7 +21,9 @@ async fn stored_holds(c: &quorlock_chaos::Cluster, i: usize, owner: &LockOwner) 
 
 async fn assert_excluded(locks: &quorlock::Quorlock, other: &LockOwner) {
     let err = locks
-        .try_acquire_reentrant("ledger", other, TTL)
+        .lock("ledger", TTL)
+        .reentrant(other)
+        .try_acquire()
         .await
         .expect_err("another owner must be excluded");
     assert!(matches!(err, AcquireError::NoQuorum { acquired: 0, .. }), "{err}");
@@ -46,7 +48,9 @@ async fn the_same_owner_reenters_three_times_and_needs_three_releases() {
     let mut guards = Vec::new();
     for n in 1..=3u64 {
         let guard = a
-            .acquire_reentrant("ledger", &owner, TTL)
+            .lock("ledger", TTL)
+            .reentrant(&owner)
+            .acquire()
             .await
             .expect("the same owner re-enters");
         assert_eq!(guard.holds(), Some(n));
@@ -84,7 +88,9 @@ async fn the_same_owner_reenters_three_times_and_needs_three_releases() {
         assert!(!exists, "the last release deletes the lock on master {i}");
     }
     let guard = b
-        .try_acquire_reentrant("ledger", &other, TTL)
+        .lock("ledger", TTL)
+        .reentrant(&other)
+        .try_acquire()
         .await
         .expect("free for another owner after the third release");
     assert_eq!(guard.holds(), Some(1));
@@ -99,11 +105,15 @@ async fn the_last_release_is_announced_and_earlier_ones_are_not() {
     let mut messages = subscribe(&c, 0, &format!("quorlock:released:{KEY}")).await;
 
     let outer = locks
-        .acquire_reentrant("ledger", &owner, TTL)
+        .lock("ledger", TTL)
+        .reentrant(&owner)
+        .acquire()
         .await
         .expect("outer");
     let inner = locks
-        .acquire_reentrant("ledger", &owner, TTL)
+        .lock("ledger", TTL)
+        .reentrant(&owner)
+        .acquire()
         .await
         .expect("inner");
     inner.release().await.expect("release inner");
@@ -121,7 +131,9 @@ async fn the_last_release_is_announced_and_earlier_ones_are_not() {
     // The same owner takes and releases the lock again: listeners count the masters announcing one
     // release by its payload, so this release must not look like the last one.
     let again = locks
-        .acquire_reentrant("ledger", &owner, TTL)
+        .lock("ledger", TTL)
+        .reentrant(&owner)
+        .acquire()
         .await
         .expect("again");
     again.release().await.expect("release again");
@@ -138,11 +150,15 @@ async fn a_short_inner_hold_does_not_cut_the_outer_holds_ttl() {
     let locks = locks(&c).await;
     let owner = LockOwner::new();
     let outer = locks
-        .acquire_reentrant("ledger", &owner, TTL)
+        .lock("ledger", TTL)
+        .reentrant(&owner)
+        .acquire()
         .await
         .expect("outer");
     let inner = locks
-        .acquire_reentrant("ledger", &owner, Duration::from_millis(500))
+        .lock("ledger", Duration::from_millis(500))
+        .reentrant(&owner)
+        .acquire()
         .await
         .expect("inner");
     inner
@@ -172,11 +188,23 @@ async fn reentry_works_with_a_minority_of_masters_down() {
     let owner = LockOwner::new();
     let other = LockOwner::new();
     c.kill(2).expect("kill master 2");
-    let outer = a.acquire_reentrant("ledger", &owner, TTL).await.expect("outer");
-    let inner = a.acquire_reentrant("ledger", &owner, TTL).await.expect("inner");
+    let outer = a
+        .lock("ledger", TTL)
+        .reentrant(&owner)
+        .acquire()
+        .await
+        .expect("outer");
+    let inner = a
+        .lock("ledger", TTL)
+        .reentrant(&owner)
+        .acquire()
+        .await
+        .expect("inner");
     assert_eq!(inner.holds(), Some(2));
     let err = b
-        .try_acquire_reentrant("ledger", &other, TTL)
+        .lock("ledger", TTL)
+        .reentrant(&other)
+        .try_acquire()
         .await
         .expect_err("excluded");
     assert!(err.is_contended(), "{err}");
@@ -186,7 +214,7 @@ async fn reentry_works_with_a_minority_of_masters_down() {
     outer.release().await.expect("release outer");
     assert!(
         eventually(Duration::from_secs(5), || async {
-            match b.try_acquire_reentrant("ledger", &other, TTL).await {
+            match b.lock("ledger", TTL).reentrant(&other).try_acquire().await {
                 Ok(guard) => guard.release().await.is_ok(),
                 Err(_) => false,
             }
@@ -202,11 +230,15 @@ async fn a_dropped_hold_is_released_in_the_background() {
     let locks = locks(&c).await;
     let owner = LockOwner::new();
     let outer = locks
-        .acquire_reentrant("ledger", &owner, TTL)
+        .lock("ledger", TTL)
+        .reentrant(&owner)
+        .acquire()
         .await
         .expect("outer");
     let inner = locks
-        .acquire_reentrant("ledger", &owner, TTL)
+        .lock("ledger", TTL)
+        .reentrant(&owner)
+        .acquire()
         .await
         .expect("inner");
     drop(inner);
@@ -225,7 +257,9 @@ async fn bad_owners_and_wrong_key_types_are_typed_errors() {
     let c = cluster(3).await;
     let locks = locks(&c).await;
     let err = locks
-        .try_acquire_reentrant("ledger", &LockOwner::from(""), TTL)
+        .lock("ledger", TTL)
+        .reentrant(&LockOwner::from(""))
+        .try_acquire()
         .await
         .expect_err("empty owner");
     assert!(
@@ -237,7 +271,9 @@ async fn bad_owners_and_wrong_key_types_are_typed_errors() {
         let _: () = conn.set(KEY, "not a hash").await.expect("SET");
     }
     let err = locks
-        .acquire_reentrant("ledger", &LockOwner::new(), TTL)
+        .lock("ledger", TTL)
+        .reentrant(&LockOwner::new())
+        .acquire()
         .await
         .expect_err("a string under the key is not a reentrant lock");
     assert!(!err.is_retryable(), "{err}");

@@ -18,7 +18,7 @@ async fn a_reentrant_waiter_wakes_on_the_last_release() {
     woken_before_polling(|locks, resource| {
         async move {
             let owner = LockOwner::new();
-            locks.acquire_reentrant(resource, &owner, HOLD).await
+            locks.lock(resource, HOLD).reentrant(&owner).acquire().await
         }
         .boxed()
     })
@@ -30,7 +30,7 @@ async fn a_multi_resource_waiter_wakes_on_release() {
     woken_before_polling(|locks, resource| {
         async move {
             let shared = format!("{resource}:x");
-            locks.acquire_all([resource, shared.as_str()], HOLD).await
+            locks.lock_all([resource, shared.as_str()], HOLD).acquire().await
         }
         .boxed()
     })
@@ -39,6 +39,8 @@ async fn a_multi_resource_waiter_wakes_on_release() {
 
 #[tokio::test]
 async fn a_fenced_waiter_wakes_on_release() {
-    woken_before_polling(|locks, resource| async move { locks.acquire_fenced(resource, HOLD).await }.boxed())
-        .await;
+    woken_before_polling(|locks, resource| {
+        async move { locks.lock(resource, HOLD).fenced().acquire().await }.boxed()
+    })
+    .await;
 }

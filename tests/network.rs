@@ -123,7 +123,8 @@ async fn a_blackholed_master_is_not_redialled_on_every_pause() {
     // The lock connections are open before the blackhole; the pub/sub ones are not yet.
     common::cycle(&waiter, "warm", TTL).await;
     let held = holder
-        .acquire_all(["redial:a", "redial:b"], TTL)
+        .lock_all(["redial:a", "redial:b"], TTL)
+        .acquire()
         .await
         .expect("hold");
     proxies
@@ -131,7 +132,8 @@ async fn a_blackholed_master_is_not_redialled_on_every_pause() {
         .expect("blackhole");
     let before = proxies.proxy(0, 2).expect("proxy").accepted_connections();
     let err = waiter
-        .acquire_all(["redial:a", "redial:b"], TTL)
+        .lock_all(["redial:a", "redial:b"], TTL)
+        .acquire()
         .await
         .expect_err("held throughout");
     assert!(err.is_contended(), "{err}");

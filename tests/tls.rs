@@ -222,7 +222,9 @@ mod with_tls {
         // Release returns once a majority confirmed.
         assert!(guard.release().await.expect("release").held >= 2);
         let fenced = b
-            .acquire_fenced("orders:42", Duration::from_secs(5))
+            .lock("orders:42", Duration::from_secs(5))
+            .fenced()
+            .acquire()
             .await
             .expect("fenced acquire over TLS");
         assert!(fenced.fencing_token().is_some());

@@ -11,48 +11,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tracing::{field, instrument};
 
-use super::{Guard, Inner, Quorlock};
-use crate::core::Timing;
+use super::{Guard, Inner};
+use crate::core::{RetryPlan, Timing};
 use crate::error::AcquireError;
 use crate::names::ttl_millis;
 use crate::ops::{LockOps, PlainLock};
 use crate::retry::policy::{deadline, ReleaseOrExpiry, WaitSettings};
 use crate::retry::retry;
-
-impl Quorlock {
-    /// Acquires `resource` for `ttl`, waiting until the attempt count or the wait deadline runs
-    /// out.
-    ///
-    /// While another holder has it, the wait ends as soon as the holder releases (announced on
-    /// the resource's release channel) or the key expires on a majority; other tasks of this
-    /// process waiting for the same resource queue behind this one. See the builder's
-    /// `wake_on_release` and `local_queue`.
-    ///
-    /// # Errors
-    /// [`AcquireError::Input`] for a bad resource name or TTL (nothing is sent);
-    /// [`AcquireError::Exhausted`] when every attempt failed, carrying the last round's failure;
-    /// [`AcquireError::Queued`] when the deadline passed behind other tasks of this process;
-    /// a non-retryable round failure (authentication, wrong key type) is returned at once.
-    #[instrument(skip_all, fields(resource = %resource, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
-    pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
-        let timing = self.inner.check(resource, ttl)?;
-        self.inner.acquire_waiting(resource, timing).await
-    }
-
-    /// Makes exactly one round for `resource`, with no retries.
-    ///
-    /// # Errors
-    /// [`AcquireError::NoQuorum`] when a majority did not grant it, [`AcquireError::TooSlow`] when
-    /// the majority came too late, [`AcquireError::Input`] for bad arguments.
-    #[instrument(skip_all, fields(resource = %resource, attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
-    pub async fn try_acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
-        let timing = self.inner.check(resource, ttl)?;
-        let key = self.inner.names.shared_key(resource);
-        self.inner.plain_round(resource, key, timing).await
-    }
-}
 
 impl Inner {
     /// One plain round for `resource`, whose key is `key`.
@@ -79,17 +45,24 @@ impl Inner {
         .await
     }
 
-    /// The retrying acquire: local turn, attempts, and waits woken by release or by expiry.
-    pub(crate) async fn acquire_waiting(
+    /// The plain acquire of `resource`: retrying within `plan` (local turn, attempts, and waits
+    /// woken by release or by expiry), or one round when `plan` is `None`.
+    pub(crate) async fn acquire_plain(
         self: &Arc<Self>,
         resource: &str,
-        timing: Timing,
+        ttl: Duration,
+        plan: Option<RetryPlan>,
     ) -> Result<Guard, AcquireError> {
+        let timing = self.check(resource, ttl)?;
+        let Some(plan) = plan else {
+            let key = self.names.shared_key(resource);
+            return self.plain_round(resource, key, timing).await;
+        };
         let started = Instant::now();
         // One copy of the key serves the local queue, the rounds and the guard.
         let key = self.names.shared_key(resource);
         let turn = if self.config.local_queue {
-            let until = deadline(started, self.config.retry);
+            let until = deadline(started, plan);
             match tokio::time::timeout_at(until, self.queue.turn(&key)).await {
                 Ok(turn) => Some(turn),
                 Err(_) => {
@@ -103,7 +76,7 @@ impl Inner {
             None
         };
         let settings = WaitSettings {
-            plan: self.config.retry,
+            plan,
             backoff: self.config.backoff,
             wake_on_release: self.config.wake_on_release,
             node_timeout: self.config.node_timeout,

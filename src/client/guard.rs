@@ -57,7 +57,7 @@ impl Guard {
         &self.lease
     }
 
-    /// The fencing token of a lock taken with [`crate::Quorlock::acquire_fenced`]; `None` for a
+    /// The fencing token of a lock taken with [`crate::Lock::fenced`]; `None` for a
     /// plain lock.
     ///
     /// Tokens of successive holders of any resource on these masters strictly increase.

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use crate::background::Background;
 use crate::coalesce::LocalQueue;
 use crate::config::Config;
-use crate::core::{quorum, Timing};
+use crate::core::{quorum, RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::health::Health;
 use crate::lease::Lease;
@@ -214,15 +214,9 @@ impl Inner {
         Ok(self.guard(resource, key, token, ops, timing.ttl(), valid_until))
     }
 
-    /// Backs off between attempts as configured, from `started`, sleeping with `sleep`.
-    pub(crate) fn backoff<S>(&self, started: Instant, sleep: S) -> Backoff<S> {
-        Backoff::new(
-            self.config.retry,
-            self.config.backoff,
-            self.entropy.clone(),
-            started,
-            sleep,
-        )
+    /// Backs off between attempts within `plan`, from `started`, sleeping with `sleep`.
+    pub(crate) fn backoff<S>(&self, plan: RetryPlan, started: Instant, sleep: S) -> Backoff<S> {
+        Backoff::new(plan, self.config.backoff, self.entropy.clone(), started, sleep)
     }
 
     /// Listens for releases of `keys` between attempts (when waking on release is on).
@@ -235,10 +229,11 @@ impl Inner {
         )
     }
 
-    /// Makes attempts with `attempt` as configured, each pause cut short by `sleep`.
+    /// Makes attempts with `attempt` within `plan`, each pause cut short by `sleep`.
     pub(crate) async fn retrying<T, F, Fut, S>(
         &self,
         resource: &str,
+        plan: RetryPlan,
         sleep: S,
         attempt: F,
     ) -> Result<T, AcquireError>
@@ -248,7 +243,7 @@ impl Inner {
         S: Sleep + Send + Sync,
     {
         let started = Instant::now();
-        let mut policy = self.backoff(started, sleep);
+        let mut policy = self.backoff(plan, started, sleep);
         retry(resource, started, &mut policy, attempt).await
     }
 
@@ -257,6 +252,7 @@ impl Inner {
     pub(crate) async fn retrying_woken<T, F, Fut>(
         &self,
         resource: &str,
+        plan: RetryPlan,
         keys: Vec<String>,
         attempt: F,
     ) -> Result<T, AcquireError>
@@ -265,6 +261,6 @@ impl Inner {
         Fut: Future<Output = Result<T, AcquireError>>,
     {
         let wake = self.release_wake(keys);
-        self.retrying(resource, &wake, attempt).await
+        self.retrying(resource, plan, &wake, attempt).await
     }
 }

@@ -28,11 +28,11 @@ use std::time::Duration;
 use futures::FutureExt;
 use redis::Cmd;
 use tokio::sync::Notify;
-use tracing::{debug, field, instrument, warn};
+use tracing::{debug, warn};
 
 use crate::background::Background;
-use crate::client::{Guard, Inner, Quorlock};
-use crate::core::Timing;
+use crate::client::{Guard, Inner};
+use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::link::{Call, Masters};
 use crate::lua::{
@@ -104,7 +104,7 @@ impl PartialOrd for Ticket {
 
 /// How a fair acquire waits: its heartbeat, and optionally a ticket drawn earlier.
 #[derive(Clone, Debug)]
-#[must_use = "options do nothing until passed to acquire_fair_with"]
+#[must_use = "options do nothing until given to a fair lock request (`Lock::fair_with`)"]
 pub struct FairOptions {
     heartbeat: Duration,
     ticket: Option<Ticket>,
@@ -329,78 +329,30 @@ impl Drop for LeaveOnDrop {
     }
 }
 
-impl Quorlock {
-    /// Acquires the fair lock on `resource` for `ttl`, waiting in its queue behind earlier waiters,
-    /// with the default [`FairOptions`].
-    ///
-    /// A fair lock uses its own keys, so it does not exclude a plain lock on the same resource.
-    ///
-    /// ```no_run
-    /// # async fn run(locks: quorlock::Quorlock) -> Result<(), Box<dyn std::error::Error>> {
-    /// use std::time::Duration;
-    /// use quorlock::{FairOptions, Ticket};
-    ///
-    /// // Served in arrival order: whoever started waiting first gets it first.
-    /// let guard = locks.acquire_fair("printer", Duration::from_secs(10)).await?;
-    /// guard.release().await?; // the next waiter is told at once
-    ///
-    /// // A shorter heartbeat skips a crashed waiter sooner; a ticket can be drawn in advance.
-    /// let options = FairOptions::new().heartbeat(Duration::from_secs(2)).ticket(Ticket::new());
-    /// let guard = locks.acquire_fair_with("printer", Duration::from_secs(10), options).await?;
-    /// guard.release().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Quorlock::acquire`]. While the lock is held, rounds fail with [`NodeErrorKind::Held`];
-    /// while earlier waiters are ahead, with [`NodeErrorKind::Queued`]. On any error the ticket has
-    /// left the queue.
-    pub async fn acquire_fair(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
-        self.acquire_fair_with(resource, ttl, FairOptions::default())
-            .await
-    }
-
-    /// Acquires the fair lock on `resource` for `ttl` with `options`, waiting in its queue and
-    /// retrying like [`Quorlock::acquire`] (at least every third of the heartbeat). A release that
-    /// names this waiter's ticket wakes it at once, through a subscription to the lock's release
-    /// channel on each master, held for the length of the wait on the pub/sub connections every
-    /// waiter of the process shares.
-    ///
-    /// # Errors
-    /// As [`Quorlock::acquire_fair`]; [`InputError::ZeroHeartbeat`] for a zero heartbeat.
-    #[instrument(skip_all, fields(resource = %resource, ticket = field::Empty, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
-    pub async fn acquire_fair_with(
-        &self,
-        resource: &str,
-        ttl: Duration,
-        options: FairOptions,
-    ) -> Result<Guard, AcquireError> {
-        let (timing, waiter) = prepare(&self.inner, resource, ttl, options.ticket, options.heartbeat)?;
-        let heartbeat_ms = ttl_millis(options.heartbeat);
-        let wake = Wake::start(&self.inner, &waiter, options.heartbeat / 3);
-        let wait = self.inner.retrying(resource, wake, || {
-            round(&self.inner, resource, &waiter, timing, heartbeat_ms)
-        });
-        queued(&self.inner, &waiter, wait).await
-    }
-
-    /// Makes exactly one fair round for `resource`: takes the lock if it is free and no live waiter
-    /// is ahead, else leaves the queue again and fails.
-    ///
-    /// # Errors
-    /// As [`Quorlock::try_acquire`]; [`NodeErrorKind::Queued`] failures when earlier waiters are
-    /// ahead; [`InputError::ZeroHeartbeat`] for a zero heartbeat.
-    #[instrument(skip_all, fields(resource = %resource, ticket = field::Empty, attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
-    pub async fn try_acquire_fair_with(
-        &self,
-        resource: &str,
-        ttl: Duration,
-        options: FairOptions,
-    ) -> Result<Guard, AcquireError> {
-        let (timing, waiter) = prepare(&self.inner, resource, ttl, options.ticket, options.heartbeat)?;
-        let heartbeat_ms = ttl_millis(options.heartbeat);
-        let once = round(&self.inner, resource, &waiter, timing, heartbeat_ms);
-        queued(&self.inner, &waiter, once).await
+/// Acquires the fair lock on `resource`, waiting in its queue: retrying within `plan` (at least
+/// every third of the heartbeat, and at once when a release names this waiter's ticket), or one
+/// round when `plan` is `None`. On any error the ticket has left the queue.
+pub(crate) async fn acquire(
+    inner: &Arc<Inner>,
+    resource: &str,
+    ttl: Duration,
+    options: FairOptions,
+    plan: Option<RetryPlan>,
+) -> Result<Guard, AcquireError> {
+    let (timing, waiter) = prepare(inner, resource, ttl, options.ticket, options.heartbeat)?;
+    let heartbeat_ms = ttl_millis(options.heartbeat);
+    match plan {
+        Some(plan) => {
+            let wake = Wake::start(inner, &waiter, options.heartbeat / 3);
+            let wait = inner.retrying(resource, plan, wake, || {
+                round(inner, resource, &waiter, timing, heartbeat_ms)
+            });
+            queued(inner, &waiter, wait).await
+        }
+        None => {
+            let once = round(inner, resource, &waiter, timing, heartbeat_ms);
+            queued(inner, &waiter, once).await
+        }
     }
 }
 

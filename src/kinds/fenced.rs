@@ -25,15 +25,16 @@
 //! vote; a restart without `appendfsync always` triggers a repair after the grace period).
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use redis::Value;
 use tokio::time::Instant;
-use tracing::{debug, field, info, instrument, warn, Span};
+use tracing::{debug, info, warn, Span};
 
-use crate::client::{Guard, Inner, Quorlock};
+use crate::client::{Guard, Inner};
 use crate::core::fencing::{fencing_token, AcquireReply};
 use crate::core::round::round_error;
-use crate::core::{Decision, Tally, Timing, Vote};
+use crate::core::{Decision, RetryPlan, Tally, Timing, Vote};
 use crate::error::{AcquireError, NodeErrorKind};
 use crate::fanout::Fanout;
 use crate::fence::repair;
@@ -43,70 +44,32 @@ use crate::names::ttl_millis;
 use crate::ops::{LockOps, PlainLock};
 use crate::release::ReleaseOnDrop;
 
-impl Quorlock {
-    /// Acquires `resource` for `ttl` with a fencing token, retrying like [`Quorlock::acquire`].
-    ///
-    /// The guard's [`Guard::fencing_token`] is `Some`: pass it with every write to the protected
-    /// resource, which must reject tokens lower than the highest it has seen.
-    ///
-    /// ```no_run
-    /// # async fn run(locks: quorlock::Quorlock, store: quorlock::FencedStore<redis::aio::MultiplexedConnection>)
-    /// #     -> Result<(), Box<dyn std::error::Error>> {
-    /// use std::time::Duration;
-    /// let guard = locks.acquire_fenced("account:7", Duration::from_secs(10)).await?;
-    /// let token = guard.fencing_token().unwrap_or_default();
-    /// let balance: u64 = store.read("balance:7", token).await?.unwrap_or(0);
-    /// // Rejected with FencedError::Stale if a newer holder has read or written meanwhile.
-    /// store.write("balance:7", token, balance + 10).await?;
-    /// guard.release().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Quorlock::acquire`]. A commit round that fails is reported like a failed acquire round
-    /// ([`AcquireError::NoQuorum`] with the commit's counts, or [`AcquireError::TooSlow`]).
-    #[instrument(skip_all, fields(resource = %resource, attempt = field::Empty, token = field::Empty))]
-    pub async fn acquire_fenced(
-        &self,
-        resource: &str,
-        ttl: std::time::Duration,
-    ) -> Result<Guard, AcquireError> {
-        let timing = check(&self.inner, resource, ttl)?;
-        let guard = self
-            .inner
-            .retrying_woken(resource, vec![self.inner.names().key(resource)], || {
-                fenced_round(&self.inner, resource, timing)
-            })
-            .await?;
-        if let Some(token) = guard.fencing_token() {
-            Span::current().record("token", token);
+/// Acquires `resource` with a fencing token: retrying within `plan`, or one acquisition (both
+/// rounds) when `plan` is `None`. The token is recorded on the current span.
+pub(crate) async fn acquire(
+    inner: &Arc<Inner>,
+    resource: &str,
+    ttl: Duration,
+    plan: Option<RetryPlan>,
+) -> Result<Guard, AcquireError> {
+    let timing = check(inner, resource, ttl)?;
+    let guard = match plan {
+        Some(plan) => {
+            inner
+                .retrying_woken(resource, plan, vec![inner.names().key(resource)], || {
+                    fenced_round(inner, resource, timing)
+                })
+                .await?
         }
-        Ok(guard)
+        None => fenced_round(inner, resource, timing).await?,
+    };
+    if let Some(token) = guard.fencing_token() {
+        Span::current().record("token", token);
     }
-
-    /// Makes one fenced acquisition (both rounds), with no retries.
-    ///
-    /// A master found without its fencing counter is repaired first when that is already safe
-    /// (then the round is made once more).
-    ///
-    /// # Errors
-    /// As [`Quorlock::try_acquire`].
-    #[instrument(skip_all, fields(resource = %resource, token = field::Empty))]
-    pub async fn try_acquire_fenced(
-        &self,
-        resource: &str,
-        ttl: std::time::Duration,
-    ) -> Result<Guard, AcquireError> {
-        let timing = check(&self.inner, resource, ttl)?;
-        let guard = fenced_round(&self.inner, resource, timing).await?;
-        if let Some(token) = guard.fencing_token() {
-            Span::current().record("token", token);
-        }
-        Ok(guard)
-    }
+    Ok(guard)
 }
 
-fn check(inner: &Inner, resource: &str, ttl: std::time::Duration) -> Result<Timing, AcquireError> {
+fn check(inner: &Inner, resource: &str, ttl: Duration) -> Result<Timing, AcquireError> {
     if resource.is_empty() {
         return Err(crate::error::InputError::EmptyResource.into());
     }

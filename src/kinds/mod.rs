@@ -1,12 +1,12 @@
 //! Lock kinds beyond the plain lock, each decided by the same quorum as the plain lock.
 //!
-//! - [`reentrant`](crate::Quorlock::acquire_reentrant): an explicit [`LockOwner`] may hold the lock
+//! - [`reentrant`](crate::Lock::reentrant): an explicit [`LockOwner`] may hold the lock
 //!   several times at once; each hold is released separately, and the last release frees it.
-//! - [`multi`](crate::Quorlock::acquire_all): a set of resources taken all-or-nothing by one
+//! - [`multi`](crate::Quorlock::lock_all): a set of resources taken all-or-nothing by one
 //!   atomic script per master, so overlapping sets taken in different orders cannot deadlock.
-//! - [`fair`](crate::Quorlock::acquire_fair): waiters are served in the order of their
+//! - [`fair`](crate::Lock::fair): waiters are served in the order of their
 //!   [`Ticket`]s, kept in a queue on every master.
-//! - [`fenced`](crate::Quorlock::acquire_fenced): a plain lock that comes with a fencing token
+//! - [`fenced`](crate::Lock::fenced): a plain lock that comes with a fencing token
 //!   backed by a majority, so a resource can refuse a paused holder's late writes.
 //!
 //! Every kind returns the ordinary [`Guard`](crate::Guard): validity, extend, release and release on

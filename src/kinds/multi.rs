@@ -15,10 +15,9 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use redis::{Cmd, Value};
-use tracing::{field, instrument};
 
-use crate::client::{Guard, Inner, Quorlock};
-use crate::core::Timing;
+use crate::client::{Guard, Inner};
+use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::link::Call;
 use crate::lua::{
@@ -111,54 +110,23 @@ impl ResourceSet {
     }
 }
 
-impl Quorlock {
-    /// Acquires every resource in `resources` at once, or none, retrying with jitter like
-    /// [`Quorlock::acquire`].
-    ///
-    /// The order of `resources` does not matter and duplicates count once. The guard covers the
-    /// whole set: [`Guard::resources`] lists it, and extend and release act on every resource.
-    ///
-    /// ```no_run
-    /// # async fn run(locks: quorlock::Quorlock) -> Result<(), Box<dyn std::error::Error>> {
-    /// use std::time::Duration;
-    ///
-    /// // Another client may take ["account:7", "account:3"] at the same time: no deadlock.
-    /// let guard = locks.acquire_all(["account:3", "account:7"], Duration::from_secs(10)).await?;
-    /// // ... move money between the two accounts ...
-    /// guard.release().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Quorlock::acquire`]; [`InputError::NoResources`] for an empty set. A round refused
-    /// because some resources were held fails with [`AcquireError::Conflict`] naming them
-    /// (see [`AcquireError::conflicts`], also through [`AcquireError::Exhausted`]).
-    #[instrument(skip_all, fields(resource = field::Empty, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
-    pub async fn acquire_all<I, S>(&self, resources: I, ttl: Duration) -> Result<Guard, AcquireError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        let (set, timing) = ResourceSet::checked(&self.inner, resources, ttl)?;
-        let keys = set.names.iter().map(|r| self.inner.names().key(r)).collect();
-        self.inner
-            .retrying_woken(&set.label, keys, || round(&self.inner, &set, timing))
-            .await
-    }
-
-    /// Makes exactly one round for every resource in `resources`, with no retries.
-    ///
-    /// # Errors
-    /// As [`Quorlock::try_acquire`]; [`AcquireError::Conflict`] naming the resources that were
-    /// held; [`InputError::NoResources`] for an empty set.
-    #[instrument(skip_all, fields(resource = field::Empty, attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
-    pub async fn try_acquire_all<I, S>(&self, resources: I, ttl: Duration) -> Result<Guard, AcquireError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        let (set, timing) = ResourceSet::checked(&self.inner, resources, ttl)?;
-        round(&self.inner, &set, timing).await
+/// Acquires every resource in `resources`, or none: retrying within `plan`, or one round when
+/// `plan` is `None`. The set, as one label, is recorded as the current span's resource.
+pub(crate) async fn acquire(
+    inner: &Arc<Inner>,
+    resources: &[String],
+    ttl: Duration,
+    plan: Option<RetryPlan>,
+) -> Result<Guard, AcquireError> {
+    let (set, timing) = ResourceSet::checked(inner, resources, ttl)?;
+    match plan {
+        Some(plan) => {
+            let keys = set.names.iter().map(|r| inner.names().key(r)).collect();
+            inner
+                .retrying_woken(&set.label, plan, keys, || round(inner, &set, timing))
+                .await
+        }
+        None => round(inner, &set, timing).await,
     }
 }
 

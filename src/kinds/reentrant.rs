@@ -17,11 +17,10 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use redis::Cmd;
-use tracing::{field, instrument};
 
-use crate::client::{Guard, Inner, Quorlock};
+use crate::client::{Guard, Inner};
 use crate::core::kinds::majority_count;
-use crate::core::Timing;
+use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::link::Call;
 use crate::lua::{
@@ -140,61 +139,26 @@ impl LockOps for ReentrantHold {
     }
 }
 
-impl Quorlock {
-    /// Acquires the reentrant lock on `resource` for `owner`, retrying with jitter like
-    /// [`Quorlock::acquire`]. If `owner` holds it already, this adds one more hold.
-    ///
-    /// Every hold is its own [`Guard`] and needs its own release; the lock is free for other owners
-    /// once every hold is released (or has expired). A reentrant lock uses its own key, so it does
-    /// not exclude a plain lock on the same resource.
-    ///
-    /// ```no_run
-    /// # async fn run(locks: quorlock::Quorlock) -> Result<(), Box<dyn std::error::Error>> {
-    /// use std::time::Duration;
-    /// use quorlock::LockOwner;
-    ///
-    /// let owner = LockOwner::new();
-    /// let outer = locks.acquire_reentrant("ledger", &owner, Duration::from_secs(10)).await?;
-    /// // ... a call that needs the same lock re-enters instead of deadlocking:
-    /// let inner = locks.acquire_reentrant("ledger", &owner, Duration::from_secs(10)).await?;
-    /// assert_eq!(inner.holds(), Some(2));
-    /// inner.release().await?;
-    /// outer.release().await?; // the last hold: the lock is free for other owners
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Quorlock::acquire`]; [`InputError::EmptyOwner`] for an owner with an empty identity.
-    /// While another owner holds the lock, rounds fail with [`NodeErrorKind::Held`].
-    #[instrument(skip_all, fields(resource = %resource, owner = %owner, attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
-    pub async fn acquire_reentrant(
-        &self,
-        resource: &str,
-        owner: &LockOwner,
-        ttl: Duration,
-    ) -> Result<Guard, AcquireError> {
-        let timing = check(&self.inner, resource, owner, ttl)?;
-        let key = self.inner.names().tagged(REENTRANT_TAG, resource);
-        self.inner
-            .retrying_woken(resource, vec![key], || {
-                round(&self.inner, resource, owner, timing)
-            })
-            .await
-    }
-
-    /// Makes exactly one round for the reentrant lock on `resource` for `owner`, with no retries.
-    ///
-    /// # Errors
-    /// As [`Quorlock::try_acquire`]; [`InputError::EmptyOwner`] for an empty owner identity.
-    #[instrument(skip_all, fields(resource = %resource, owner = %owner, attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
-    pub async fn try_acquire_reentrant(
-        &self,
-        resource: &str,
-        owner: &LockOwner,
-        ttl: Duration,
-    ) -> Result<Guard, AcquireError> {
-        let timing = check(&self.inner, resource, owner, ttl)?;
-        round(&self.inner, resource, owner, timing).await
+/// Adds a hold of `resource` for `owner`: retrying within `plan`, or one round when `plan` is
+/// `None`.
+pub(crate) async fn acquire(
+    inner: &Arc<Inner>,
+    resource: &str,
+    owner: &LockOwner,
+    ttl: Duration,
+    plan: Option<RetryPlan>,
+) -> Result<Guard, AcquireError> {
+    let timing = check(inner, resource, owner, ttl)?;
+    match plan {
+        Some(plan) => {
+            let key = inner.names().tagged(REENTRANT_TAG, resource);
+            inner
+                .retrying_woken(resource, plan, vec![key], || {
+                    round(inner, resource, owner, timing)
+                })
+                .await
+        }
+        None => round(inner, resource, owner, timing).await,
     }
 }
 

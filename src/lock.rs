@@ -1,0 +1,277 @@
+//! One lock request, whatever its kind: which lock, its TTL, how long to wait for it, and what to
+//! do with it (acquire, try once, or run work under it).
+//!
+//! Every kind of lock is asked for the same way, and every per-call option works for every kind:
+//! [`Quorlock::lock`] (or [`Quorlock::lock_all`] for a set of resources) starts a [`Lock`], whose
+//! methods choose the kind ([`Lock::fenced`], [`Lock::reentrant`], [`Lock::fair`]) and the wait
+//! ([`Lock::wait`], [`Lock::attempts`]) for this call alone, and [`Lock::acquire`],
+//! [`Lock::try_acquire`] or [`Lock::with`] send it. The builder's settings are the defaults.
+//! [`Quorlock::acquire`], [`Quorlock::try_acquire`] and [`Quorlock::with_lock`] are the plain lock's
+//! shorthands.
+
+use std::time::Duration;
+
+use tracing::{field, instrument};
+
+use crate::client::{Guard, Quorlock};
+use crate::core::RetryPlan;
+use crate::error::{AcquireError, InputError};
+use crate::kinds::{fair, fenced, multi, reentrant, FairOptions, LockOwner};
+use crate::watchdog::KeepAlive;
+
+/// A lock request: start one with [`Quorlock::lock`] or [`Quorlock::lock_all`].
+///
+/// ```no_run
+/// # async fn run(locks: quorlock::Quorlock) -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use quorlock::LockOwner;
+///
+/// // Wait up to 200 ms for this one, whatever the client's default wait.
+/// let guard = locks.lock("cache:refresh", Duration::from_secs(5)).wait(Duration::from_millis(200)).acquire().await?;
+/// guard.release().await?;
+///
+/// // A fencing token for the protected resource to check.
+/// let guard = locks.lock("account:7", Duration::from_secs(10)).fenced().acquire().await?;
+/// let _token = guard.fencing_token();
+/// guard.release().await?;
+///
+/// // Re-entered by the same owner; each hold is released on its own.
+/// let owner = LockOwner::new();
+/// let outer = locks.lock("ledger", Duration::from_secs(10)).reentrant(&owner).acquire().await?;
+/// let inner = locks.lock("ledger", Duration::from_secs(10)).reentrant(&owner).acquire().await?;
+/// assert_eq!(inner.holds(), Some(2));
+/// inner.release().await?;
+/// outer.release().await?;
+///
+/// // Served in arrival order, one round only.
+/// let guard = locks.lock("printer", Duration::from_secs(10)).fair().try_acquire().await?;
+/// guard.release().await?;
+///
+/// // Two accounts at once, all or nothing (no deadlock with a client taking them the other way).
+/// let guard = locks.lock_all(["account:3", "account:7"], Duration::from_secs(10)).acquire().await?;
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a lock request does nothing until acquire(), try_acquire() or with() is awaited"]
+pub struct Lock<'a> {
+    client: &'a Quorlock,
+    target: Target,
+    ttl: Duration,
+    kind: Kind,
+    wait: Option<Duration>,
+    attempts: Option<u32>,
+    keep_alive: KeepAlive,
+}
+
+/// What a request locks.
+#[derive(Debug, Clone)]
+enum Target {
+    One(String),
+    /// A set, all or nothing.
+    All(Vec<String>),
+}
+
+/// The kind of lock asked for.
+#[derive(Debug, Clone)]
+enum Kind {
+    Plain,
+    Fenced,
+    Reentrant(LockOwner),
+    Fair(FairOptions),
+}
+
+impl Kind {
+    fn name(&self) -> &'static str {
+        match self {
+            Kind::Plain => "plain",
+            Kind::Fenced => "fenced",
+            Kind::Reentrant(_) => "reentrant",
+            Kind::Fair(_) => "fair",
+        }
+    }
+}
+
+impl Quorlock {
+    /// Starts a request for the lock on `resource`, held for `ttl` once acquired: a plain lock
+    /// unless a method of [`Lock`] chooses another kind.
+    pub fn lock(&self, resource: &str, ttl: Duration) -> Lock<'_> {
+        Lock::new(self, Target::One(resource.to_owned()), ttl)
+    }
+
+    /// Starts a request for every resource in `resources` at once, or none: one atomic script per
+    /// master, so overlapping sets taken in different orders cannot deadlock. The order of
+    /// `resources` does not matter and duplicates count once; the guard covers the whole set
+    /// ([`Guard::resources`]), and a round refused because some were held fails with
+    /// [`AcquireError::Conflict`] naming them. The keys are the plain locks' keys, so the set
+    /// excludes plain locks on any of its resources.
+    pub fn lock_all<I, S>(&self, resources: I, ttl: Duration) -> Lock<'_>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let all = resources.into_iter().map(|r| r.as_ref().to_owned()).collect();
+        Lock::new(self, Target::All(all), ttl)
+    }
+
+    /// Acquires `resource` for `ttl`, waiting as configured: `lock(resource, ttl).acquire()`.
+    ///
+    /// While another holder has it, the wait ends as soon as the holder releases (announced on
+    /// the resource's release channel) or the key expires on a majority; other tasks of this
+    /// process waiting for the same resource queue behind this one. See the builder's
+    /// `wake_on_release` and `local_queue`.
+    ///
+    /// # Errors
+    /// As [`Lock::acquire`].
+    pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
+        self.lock(resource, ttl).acquire().await
+    }
+
+    /// Makes exactly one round for `resource`, with no retries: `lock(resource, ttl).try_acquire()`.
+    ///
+    /// # Errors
+    /// As [`Lock::try_acquire`].
+    pub async fn try_acquire(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
+        self.lock(resource, ttl).try_acquire().await
+    }
+}
+
+impl<'a> Lock<'a> {
+    fn new(client: &'a Quorlock, target: Target, ttl: Duration) -> Self {
+        Self {
+            client,
+            target,
+            ttl,
+            kind: Kind::Plain,
+            wait: None,
+            attempts: None,
+            keep_alive: KeepAlive::default(),
+        }
+    }
+
+    /// Keeps trying for at most `wait` in this call (default: the builder's `wait`). Zero makes
+    /// one attempt, as `flock -n` does.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Makes at most `attempts` rounds in this call, the first included (default: the builder's
+    /// `max_attempts`).
+    pub fn attempts(mut self, attempts: u32) -> Self {
+        self.attempts = Some(attempts);
+        self
+    }
+
+    /// Asks for a fencing token backed by a majority of masters ([`Guard::fencing_token`]): pass
+    /// it with every write to the protected resource, which must reject tokens lower than the
+    /// highest it has seen (as [`crate::FencedStore`] does). Tokens of successive holders of any
+    /// resource on these masters strictly increase. A fenced lock is a plain lock on the wire.
+    pub fn fenced(mut self) -> Self {
+        self.kind = Kind::Fenced;
+        self
+    }
+
+    /// Asks for a reentrant lock held by `owner`: if `owner` holds it already, this adds one more
+    /// hold. Every hold is its own [`Guard`] and needs its own release; the lock is free for other
+    /// owners once every hold is released (or has expired). A reentrant lock uses its own key, so
+    /// it does not exclude a plain lock on the same resource.
+    pub fn reentrant(mut self, owner: &LockOwner) -> Self {
+        self.kind = Kind::Reentrant(owner.clone());
+        self
+    }
+
+    /// Asks for a fair lock, served in the order waiters arrived, with the default
+    /// [`FairOptions`]. A fair lock uses its own keys, so it does not exclude a plain lock on the
+    /// same resource.
+    pub fn fair(self) -> Self {
+        self.fair_with(FairOptions::default())
+    }
+
+    /// Asks for a fair lock with `options` (a heartbeat, or a ticket drawn earlier).
+    pub fn fair_with(mut self, options: FairOptions) -> Self {
+        self.kind = Kind::Fair(options);
+        self
+    }
+
+    /// How [`Lock::with`] keeps the lock alive while the work runs (default: renew every
+    /// `ttl / 3`, no cap).
+    pub fn keep_alive(mut self, opts: KeepAlive) -> Self {
+        self.keep_alive = opts;
+        self
+    }
+
+    /// What `with` keeps the lock alive with.
+    pub(crate) fn keep_alive_options(&self) -> KeepAlive {
+        self.keep_alive
+    }
+
+    /// The resource, or the set's names joined, for errors and logs.
+    pub(crate) fn label(&self) -> String {
+        match &self.target {
+            Target::One(resource) => resource.clone(),
+            Target::All(all) => format!("{{{}}}", all.join(", ")),
+        }
+    }
+
+    /// The attempts and wait of this call.
+    fn plan(&self) -> Result<RetryPlan, InputError> {
+        let mut plan = self.client.config().retry;
+        if let Some(attempts) = self.attempts {
+            if attempts == 0 {
+                return Err(InputError::ZeroAttempts);
+            }
+            plan.max_attempts = attempts;
+        }
+        if let Some(wait) = self.wait {
+            plan.wait = wait;
+        }
+        Ok(plan)
+    }
+
+    /// Acquires the lock, waiting until the attempt count or the wait deadline runs out.
+    ///
+    /// # Errors
+    /// [`AcquireError::Input`] for a bad resource name, TTL or option (nothing is sent);
+    /// [`AcquireError::Exhausted`] when every attempt failed, carrying the last round's failure;
+    /// [`AcquireError::Queued`] when the deadline passed behind other tasks of this process; a
+    /// non-retryable round failure (authentication, wrong key type) is returned at once. A fair
+    /// lock's rounds fail with [`crate::NodeErrorKind::Queued`] while earlier waiters are ahead.
+    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.name(), attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
+    pub async fn acquire(self) -> Result<Guard, AcquireError> {
+        let plan = self.plan()?;
+        self.send(Some(plan)).await
+    }
+
+    /// Makes exactly one round (both rounds of a fenced lock), with no retries and no local queue.
+    ///
+    /// # Errors
+    /// [`AcquireError::NoQuorum`] (or [`AcquireError::Conflict`] for a set) when a majority did not
+    /// grant it, [`AcquireError::TooSlow`] when the majority came too late,
+    /// [`AcquireError::Input`] for bad arguments.
+    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.name(), attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
+    pub async fn try_acquire(self) -> Result<Guard, AcquireError> {
+        self.send(None).await
+    }
+
+    /// Sends the request: retrying within `plan`, or one round when `plan` is `None`.
+    async fn send(self, plan: Option<RetryPlan>) -> Result<Guard, AcquireError> {
+        let inner = &self.client.inner;
+        match (&self.target, self.kind) {
+            (Target::One(resource), Kind::Plain) => inner.acquire_plain(resource, self.ttl, plan).await,
+            (Target::One(resource), Kind::Fenced) => fenced::acquire(inner, resource, self.ttl, plan).await,
+            (Target::One(resource), Kind::Reentrant(owner)) => {
+                tracing::Span::current().record("owner", owner.as_str());
+                reentrant::acquire(inner, resource, &owner, self.ttl, plan).await
+            }
+            (Target::One(resource), Kind::Fair(options)) => {
+                fair::acquire(inner, resource, self.ttl, options, plan).await
+            }
+            (Target::All(all), Kind::Plain) => multi::acquire(inner, all, self.ttl, plan).await,
+            (Target::All(_), kind) => Err(InputError::Unsupported {
+                what: format!("a {} lock on a set of resources", kind.name()),
+            }
+            .into()),
+        }
+    }
+}
