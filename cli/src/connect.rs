@@ -148,7 +148,7 @@ pub async fn take(
     fence: bool,
 ) -> Result<Guard, AcquireError> {
     if fence {
-        locks.acquire_fenced(resource, ttl).await
+        locks.lock(resource, ttl).fenced().acquire().await
     } else {
         locks.acquire(resource, ttl).await
     }

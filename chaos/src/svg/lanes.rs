@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::canvas::Canvas;
-use super::{client_color, Scale, SvgOptions};
+use super::layout::{client_color, Scale, SvgOptions};
 use crate::history::LockRecord;
 
 /// The lanes: one per resource, or one per client within each resource.

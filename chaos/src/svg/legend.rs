@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::canvas::Canvas;
 use super::lanes::Lanes;
-use super::{
+use super::layout::{
     client_color, Annotations, SvgOptions, ACQUIRED, CONTENTION, FAULT, LEFT, NO_MAJORITY, P99, RESTORE,
     RIGHT, ROW,
 };

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::canvas::Canvas;
-use super::{Refusal, RefusalKind, Scale, ACQUIRED, BUCKET, CONTENTION, NO_MAJORITY, P99, PANEL, PANEL_GAP};
+use super::layout::{
+    Refusal, RefusalKind, Scale, ACQUIRED, BUCKET, CONTENTION, NO_MAJORITY, P99, PANEL, PANEL_GAP,
+};
 use crate::history::LockRecord;
 
 /// Per [`BUCKET`] of `[0, run_end]`: acquisitions, refusals by reason, and the p99 acquire

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::canvas::Canvas;
 use super::lanes::Lanes;
-use super::{
+use super::layout::{
     axis, Annotations, RefusalKind, Scale, AXIS, CONTENTION, FAULT, LEFT, NO_MAJORITY, ROW, ZOOM_AFTER,
     ZOOM_BEFORE, ZOOM_GAP, ZOOM_LANE,
 };
