@@ -11,7 +11,10 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use crate::args::DemoArgs;
-use crate::exit::{Failure, UNAVAILABLE};
+use crate::exit::{Failure, UNAVAILABLE, USAGE};
+
+/// The shortest phase the demo takes.
+const MIN_PHASE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The binary that carries the demo.
 const DEMO_BINARY: &str = "quorlock-chaos";
@@ -19,8 +22,18 @@ const DEMO_BINARY: &str = "quorlock-chaos";
 /// Replaces this process with `quorlock-chaos demo ARGS...`.
 ///
 /// # Errors
-/// [`UNAVAILABLE`] when the demo binary is not next to this one, or cannot be executed.
+/// [`USAGE`] for a phase under 500ms; [`UNAVAILABLE`] when the demo binary is not next to this
+/// one, or cannot be executed.
 pub fn demo(args: DemoArgs) -> Failure {
+    if args.phase < MIN_PHASE {
+        return Failure::new(
+            USAGE,
+            format!(
+                "--phase {} must be at least 500ms",
+                crate::duration::show(args.phase)
+            ),
+        );
+    }
     let Some(binary) = sibling() else {
         return Failure::new(
             UNAVAILABLE,
