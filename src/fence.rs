@@ -13,7 +13,7 @@ use redis::Value;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::core::fencing::{repair_target, CounterRead, RepairTarget};
+use crate::core::fencing::{repair_target, set_up_elsewhere, CounterRead, RepairTarget};
 use crate::fanout::Fanout;
 use crate::health::Health;
 use crate::link::{Link, Masters};
@@ -194,10 +194,20 @@ fn read_counter(health: &Health, node: &Link, items: &[Value]) -> CounterRead {
         }
         return CounterRead::Unusable;
     }
-    if health.needs_fence_repair(i) {
+    let Ok(counter) = counter.parse::<u64>() else {
         return CounterRead::Unusable;
+    };
+    if health.needs_fence_repair(i) {
+        if !set_up_elsewhere(health.fence_absent_only(i), true, counter, health.fence_floor(i)) {
+            return CounterRead::Unusable;
+        }
+        debug!(
+            node = i,
+            addr = node.addr(),
+            counter,
+            "fencing counter set up by another client; the master votes again"
+        );
+        health.fence_repaired(i, counter);
     }
-    counter
-        .parse()
-        .map_or(CounterRead::Unusable, CounterRead::Present)
+    CounterRead::Present(counter)
 }

@@ -20,9 +20,11 @@
 //! # Module map
 //! The crate is built in layers; each file imports only from the layers below it.
 //!
-//! 1. **Public API.** [`Quorlock`] (`client/`: the handle, building it, the plain acquire, and the
-//!    [`Guard`]); the lock [`kinds`] (reentrant [`LockOwner`], multi-resource, fair [`Ticket`],
-//!    fenced); [`Quorlock::with_lock`] (`with_lock`, [`LockHandle`]); [`Quorlock::release_token`]
+//! 1. **Public API.** [`Lock`] (`lock`): one request for every kind of lock, with this call's wait
+//!    and attempts, sent by `acquire`, `try_acquire` or `with`; [`Quorlock`] (`client/`: the
+//!    handle, building it, the plain acquire, and the [`Guard`]); the lock [`kinds`] (reentrant
+//!    [`LockOwner`], multi-resource, fair [`Ticket`], fenced); work under a lock (`with_lock`,
+//!    [`LockHandle`]); [`Quorlock::release_token`]
 //!    (`by_token`); [`Inspection`] (`inspect`); [`FencedStore`] (`fenced_store`), a resource that
 //!    rejects stale fencing tokens. A kind supplies its keys, its scripts and what its replies mean;
 //!    it never re-implements the round.
@@ -41,10 +43,12 @@
 //! 3. **The seam at the masters.** [`seam`] is the one interface to a master: send a command and get
 //!    a reply or a classified error within a timeout, send a batch, subscribe. `node` is its
 //!    redis-rs implementation (with `tls`); `link` reads replies into what they mean for a lock,
-//!    once for every implementation. [`config`] is checked once at `build()`.
+//!    once for every implementation, and sends each master the native commands its server offers.
+//!    [`config`] is checked once at `build()`.
 //! 4. **[`core`]: every decision, pure.** No tokio, no redis: quorum, drift and validity, the
 //!    tally, the round's error, the release verdict, the expiry majority, the restart-grace
-//!    admission, backoff, the renewal schedule, fencing arithmetic, and each kind's rules.
+//!    admission, each server's native commands, backoff, the renewal schedule, fencing arithmetic,
+//!    and each kind's rules.
 //!    Property tests drive it directly.
 //! 5. **Ground floor:** `names` (keys, channels, TTL arguments), `lua` (every script, and calls by
 //!    SHA1), [`error`], `token` (random identities).

@@ -1,12 +1,14 @@
 //! The masters as the mechanisms use them: each master behind the seam, with its position, its
-//! per-node timeout, the scripts cached on its current connection, and its replies read into
-//! what they mean for a lock.
+//! per-node timeout, the scripts cached on its current connection, the native commands its server
+//! offers, and its replies read into what they mean for a lock.
 //!
 //! The seam ([`crate::seam::Master`]) only sends and receives. What every mechanism then needs of a
 //! reply is written once here, over any implementation: a server error becomes a classified
 //! [`NodeErrorKind`], a `SET NX` a yes or a no, and a script call goes by SHA1 once the script is
 //! known to be cached on the master's current connection (see `lua.rs`), falling back to its source
-//! on `NOSCRIPT`. Every future here owns what it needs and borrows nothing, so the requests still
+//! on `NOSCRIPT`. A plain lock's release and extend go as native commands (`DELIFEQ`,
+//! `SET ... IFEQ`) to a master whose server was read to offer them on its current connection, and as
+//! scripts everywhere else, so a mixed fleet works: each master gets what it supports. Every future here owns what it needs and borrows nothing, so the requests still
 //! in flight when a round is decided can finish in a task.
 
 use std::future::Future;
@@ -18,9 +20,11 @@ use std::time::Duration;
 
 use redis::{Cmd, ErrorKind, ServerErrorKind, Value};
 
+use crate::core::capabilities::Capabilities;
 use crate::error::{classify, NodeErrorKind, NodeFailure};
 use crate::lua::{ScriptCall, SCRIPTS};
-use crate::seam::{Master, Request};
+use crate::names::ChannelArg;
+use crate::seam::{BatchRequest, Master, Request};
 
 /// One master of a client.
 pub(crate) struct Link {
@@ -31,7 +35,15 @@ pub(crate) struct Link {
     /// succeeded on the shared connection (0: never): the script is cached on the current
     /// connection's server while this equals `disconnects + 1`.
     cached: Arc<[AtomicU64; SCRIPTS]>,
+    /// The native commands of the server read on the connection of one disconnect count: that
+    /// count plus one, shifted left by 8, with the capability bits below (0: not read yet).
+    native: AtomicU64,
 }
+
+/// `DELIFEQ` in [`Link::native`]'s bits.
+const DELIFEQ: u64 = 1;
+/// `SET ... IFEQ` in [`Link::native`]'s bits.
+const SET_IFEQ: u64 = 2;
 
 impl std::fmt::Debug for Link {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -50,6 +62,28 @@ impl Link {
             master,
             timeout,
             cached: Arc::new(std::array::from_fn(|_| AtomicU64::new(0))),
+            native: AtomicU64::new(0),
+        }
+    }
+
+    /// Records what the server read on the connection of disconnect count `epoch` offers; it holds
+    /// until that connection is lost (a restart may bring another server).
+    pub(crate) fn note_capabilities(&self, capabilities: Capabilities, epoch: u64) {
+        let bits =
+            (u64::from(capabilities.delifeq) * DELIFEQ) | (u64::from(capabilities.set_ifeq) * SET_IFEQ);
+        self.native
+            .store((epoch.wrapping_add(1) << 8) | bits, Ordering::Release);
+    }
+
+    /// What the server on the current connection offers natively; nothing until it was read.
+    pub(crate) fn capabilities(&self) -> Capabilities {
+        let native = self.native.load(Ordering::Acquire);
+        if native >> 8 != (self.disconnects().wrapping_add(1) & (u64::MAX >> 8)) {
+            return Capabilities::default();
+        }
+        Capabilities {
+            delifeq: native & DELIFEQ != 0,
+            set_ifeq: native & SET_IFEQ != 0,
         }
     }
 
@@ -118,8 +152,56 @@ impl Link {
     /// command as built.
     pub(crate) fn call(&self, call: &Call) -> CallRequest {
         match call {
-            Call::Script(script) => CallRequest::Script(self.run_script(script)),
             Call::Command(cmd) => CallRequest::Command(self.query(Arc::clone(cmd))),
+            Call::CompareDelete {
+                key,
+                token,
+                announce,
+                script,
+            } => {
+                if !self.capabilities().delifeq {
+                    return CallRequest::Script(self.run_script(script));
+                }
+                // The release and its announcement in one write: waiters are told after the key is
+                // gone. An announcement after a release that found nothing wakes a waiter for
+                // nothing, which is harmless; a missed one is not.
+                let mut pipe = redis::pipe();
+                pipe.cmd("DELIFEQ").arg(&**key).arg(&**token);
+                if *announce {
+                    pipe.cmd("PUBLISH").arg(ChannelArg(key)).arg(&**token);
+                }
+                let request = self.master.send_pipeline(Arc::new(pipe), self.timeout);
+                CallRequest::Native(self.native(key, Step::Delete(request)))
+            }
+            Call::CompareExtend {
+                key,
+                token,
+                ttl_ms,
+                script,
+            } => {
+                if !self.capabilities().set_ifeq {
+                    return CallRequest::Script(self.run_script(script));
+                }
+                let mut cmd = Cmd::with_capacity(7, 40 + key.len() + 2 * token.len());
+                cmd.arg("SET")
+                    .arg(&**key)
+                    .arg(&**token)
+                    .arg("IFEQ")
+                    .arg(&**token)
+                    .arg("PX")
+                    .arg(*ttl_ms);
+                let request = self.master.send(Arc::new(cmd), self.timeout);
+                CallRequest::Native(self.native(key, Step::Extend(request)))
+            }
+        }
+    }
+
+    fn native(&self, key: &Arc<str>, step: Step) -> NativeRequest {
+        NativeRequest {
+            master: Arc::clone(&self.master),
+            key: Arc::clone(key),
+            timeout: self.timeout,
+            step,
         }
     }
 
@@ -256,12 +338,39 @@ impl Future for ScriptRequest {
 }
 
 /// What a lock kind sends to extend or release its lock on a master.
+///
+/// Every call answers as the compare-and-act scripts do: `1` when the lock was ours and the call
+/// acted on it, `0` when the key was absent, `-1` when another token holds it.
 #[derive(Debug, Clone)]
 pub(crate) enum Call {
-    /// A script that may travel by SHA1 (see `lua.rs`).
-    Script(ScriptCall),
     /// A command sent as built (an `EVAL` with its source).
     Command(Arc<Cmd>),
+    /// A plain lock's compare-and-delete, announced on its release channel: `DELIFEQ` where the
+    /// master has it, else `script`.
+    CompareDelete {
+        /// The lock's key.
+        key: Arc<str>,
+        /// Our token.
+        token: Arc<str>,
+        /// Whether the native release announces itself on the release channel. `DELIFEQ` cannot
+        /// announce only when it deleted, as the script does, so the announcement goes out whatever
+        /// it found; a failed attempt's cleanup sends none.
+        announce: bool,
+        /// The same release as a script.
+        script: ScriptCall,
+    },
+    /// A plain lock's compare-and-extend: `SET key token IFEQ token PX ttl` where the master has
+    /// it, else `script`.
+    CompareExtend {
+        /// The lock's key.
+        key: Arc<str>,
+        /// Our token.
+        token: Arc<str>,
+        /// The new TTL in milliseconds.
+        ttl_ms: u64,
+        /// The same extend as a script.
+        script: ScriptCall,
+    },
 }
 
 /// A [`Call`] in flight.
@@ -270,6 +379,8 @@ pub(crate) enum CallRequest {
     Script(ScriptRequest),
     /// A command.
     Command(Query),
+    /// A native compare-and-act.
+    Native(NativeRequest),
 }
 
 impl Future for CallRequest {
@@ -279,6 +390,101 @@ impl Future for CallRequest {
         match self.get_mut() {
             CallRequest::Script(request) => Pin::new(request).poll(cx),
             CallRequest::Command(request) => Pin::new(request).poll(cx),
+            CallRequest::Native(request) => Pin::new(request).poll(cx),
+        }
+    }
+}
+
+/// Where a native compare-and-act stands.
+enum Step {
+    /// `DELIFEQ` and `PUBLISH` sent.
+    Delete(BatchRequest),
+    /// `SET ... IFEQ` sent.
+    Extend(Request),
+    /// The native command did not act: `EXISTS` tells an absent key from another holder's.
+    Which(Request),
+    Done,
+}
+
+/// A native compare-and-act in flight, answering as the scripts do (`1`, `0` or `-1`).
+///
+/// A native command only says whether it acted. When it did not, the same connection is asked
+/// whether the key exists, to tell an expired (or released) lock from one another holder took:
+/// a holder that took the key in between is reported as holding it, which it then does.
+pub(crate) struct NativeRequest {
+    master: Arc<dyn Master>,
+    key: Arc<str>,
+    timeout: Duration,
+    step: Step,
+}
+
+impl Future for NativeRequest {
+    type Output = Result<Value, NodeErrorKind>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        loop {
+            let acted = match &mut this.step {
+                Step::Delete(request) => match request.as_mut().poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Err(kind)) => Err(kind),
+                    Poll::Ready(Ok(replies)) => match replies.into_iter().next() {
+                        Some(reply) => extract(Ok(reply)).and_then(|reply| match reply {
+                            Value::Int(1) => Ok(true),
+                            Value::Int(0) => Ok(false),
+                            other => Err(NodeErrorKind::Protocol(
+                                format!("DELIFEQ answered {other:?}").into(),
+                            )),
+                        }),
+                        None => Err(NodeErrorKind::Protocol("no reply to DELIFEQ".into())),
+                    },
+                },
+                Step::Extend(request) => match request.as_mut().poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(reply) => extract(reply).and_then(|reply| match reply {
+                        Value::Okay => Ok(true),
+                        Value::SimpleString(s) if s == "OK" => Ok(true),
+                        Value::Nil => Ok(false),
+                        other => Err(NodeErrorKind::Protocol(
+                            format!("SET IFEQ answered {other:?}").into(),
+                        )),
+                    }),
+                },
+                Step::Which(request) => {
+                    let reply = match request.as_mut().poll(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(reply) => extract(reply),
+                    };
+                    this.step = Step::Done;
+                    return Poll::Ready(reply.and_then(|reply| match reply {
+                        Value::Int(0) => Ok(Value::Int(0)),
+                        Value::Int(1) => Ok(Value::Int(-1)),
+                        other => Err(NodeErrorKind::Protocol(
+                            format!("EXISTS answered {other:?}").into(),
+                        )),
+                    }));
+                }
+                Step::Done => {
+                    return Poll::Ready(Err(NodeErrorKind::Protocol(
+                        "a native request was polled after it completed".into(),
+                    )))
+                }
+            };
+            match acted {
+                Ok(true) => {
+                    this.step = Step::Done;
+                    return Poll::Ready(Ok(Value::Int(1)));
+                }
+                Ok(false) => {
+                    let mut exists = redis::cmd("EXISTS");
+                    exists.arg(&*this.key);
+                    this.step = Step::Which(this.master.send(Arc::new(exists), this.timeout));
+                }
+                Err(kind) => {
+                    this.step = Step::Done;
+                    return Poll::Ready(Err(kind));
+                }
+            }
         }
     }
 }

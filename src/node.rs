@@ -158,6 +158,19 @@ impl Master for Node {
         Box::pin(self.request(cmd, timeout))
     }
 
+    fn send_pipeline(&self, pipeline: Arc<Pipeline>, timeout: Duration) -> BatchRequest {
+        let mut conn = self.conn.clone();
+        let disconnects = Arc::clone(&self.disconnects);
+        Box::pin(async move {
+            let count = pipeline.len();
+            match tokio::time::timeout(timeout, conn.send_packed_commands(&pipeline, 0, count)).await {
+                Ok(Ok(values)) => Ok(values),
+                Ok(Err(err)) => Err(failed(&disconnects, &err)),
+                Err(_) => Err(NodeErrorKind::Timeout),
+            }
+        })
+    }
+
     fn send_batch(&self, batch: Arc<Pipeline>, skip: usize, count: usize, timeout: Duration) -> BatchRequest {
         let conn = self.batch_connection();
         Box::pin(async move {

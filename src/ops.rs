@@ -19,8 +19,16 @@ use crate::names::{ChannelArg, RELEASE_CHANNEL_PREFIX};
 pub(crate) trait LockOps: Send + Sync + fmt::Debug + 'static {
     /// The call that sets the lock's TTL to `ttl_ms` if we still hold it.
     fn extend(&self, ttl_ms: u64) -> Call;
-    /// The call that releases the lock if we still hold it.
+    /// The call that releases the lock if we still hold it, and announces the release to waiters.
     fn release(&self) -> Call;
+    /// The call that undoes what a failed or abandoned acquire may have taken. It need not
+    /// announce anything: a master where the attempt left its key never made a majority, and an
+    /// announcement from every master after every failed attempt would wake every waiter of every
+    /// process to fail again. (The scripts announce only where they deleted a key, which is this
+    /// already.)
+    fn cleanup(&self) -> Call {
+        self.release()
+    }
     /// For a reentrant lock, the owner's hold count when this hold was taken.
     fn holds(&self) -> Option<u64> {
         None
@@ -88,10 +96,29 @@ impl fmt::Debug for PlainLock {
 
 impl LockOps for PlainLock {
     fn extend(&self, ttl_ms: u64) -> Call {
-        Call::Script(self.extend_call(ttl_ms))
+        Call::CompareExtend {
+            key: Arc::clone(&self.key),
+            token: Arc::clone(&self.token),
+            ttl_ms,
+            script: self.extend_call(ttl_ms),
+        }
     }
 
     fn release(&self) -> Call {
-        Call::Script(self.release_call())
+        Call::CompareDelete {
+            key: Arc::clone(&self.key),
+            token: Arc::clone(&self.token),
+            announce: true,
+            script: self.release_call(),
+        }
+    }
+
+    fn cleanup(&self) -> Call {
+        Call::CompareDelete {
+            key: Arc::clone(&self.key),
+            token: Arc::clone(&self.token),
+            announce: false,
+            script: self.release_call(),
+        }
     }
 }

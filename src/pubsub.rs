@@ -247,43 +247,43 @@ impl Listener {
     /// Makes sure `channel` is subscribed on this master's current connection, connecting first if
     /// needed. Returns whether it is.
     async fn ensure(&self, hub: &Arc<Hub>, channel: &Channel) -> bool {
-        let mut link = self.conn.lock().await;
-        if !link
+        let mut slot = self.conn.lock().await;
+        if !slot
             .live
             .as_ref()
             .is_some_and(|live| live.alive.load(Ordering::Acquire))
         {
-            link.live = None;
-            if link.connecting.is_none() {
-                if link.retry_after.is_some_and(|at| Instant::now() < at) {
+            slot.live = None;
+            if slot.connecting.is_none() {
+                if slot.retry_after.is_some_and(|at| Instant::now() < at) {
                     return false;
                 }
-                link.connecting = Some(tokio::spawn(connect(
+                slot.connecting = Some(tokio::spawn(connect(
                     Arc::clone(&self.master),
                     self.index,
                     Arc::downgrade(hub),
                     hub.connect_timeout,
                 )));
             }
-            let Some(connecting) = link.connecting.as_mut() else {
+            let Some(connecting) = slot.connecting.as_mut() else {
                 return false;
             };
             // Awaited in place: if this waiter's timeout ends the wait, the attempt goes on, and
             // one attempt at a time is made however many waiters pause meanwhile.
             let outcome = connecting.await;
-            link.connecting = None;
+            slot.connecting = None;
             match outcome {
                 Ok(Ok(live)) => {
-                    link.retry_after = None;
-                    link.live = Some(live);
+                    slot.retry_after = None;
+                    slot.live = Some(live);
                 }
                 Ok(Err(error)) => {
-                    link.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
+                    slot.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
                     warn!(node = self.index, addr = %self.master.addr(), %error, "cannot open the pub/sub connection; waiters fall back to their timers");
                     return false;
                 }
                 Err(error) => {
-                    link.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
+                    slot.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
                     debug!(node = self.index, %error, "the pub/sub connection attempt ended");
                     return false;
                 }
@@ -291,7 +291,7 @@ impl Listener {
         }
         // The connection stays in place while the SUBSCRIBE is out: a waiter's timeout that cuts
         // this short must not take down the connection every other channel listens on.
-        let Some(live) = link.live.as_ref() else {
+        let Some(live) = slot.live.as_ref() else {
             return false;
         };
         let generation = live.generation;
@@ -322,8 +322,8 @@ impl Listener {
 
     /// Unsubscribes `name` unless a waiter has come back for it.
     async fn unsubscribe(&self, hub: &Hub, channel: &Channel) {
-        let link = self.conn.lock().await;
-        let Some(live) = link.live.as_ref() else {
+        let slot = self.conn.lock().await;
+        let Some(live) = slot.live.as_ref() else {
             return;
         };
         if hub.channels().contains_key(&channel.name) {

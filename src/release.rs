@@ -33,9 +33,11 @@ pub(crate) struct Release<'a> {
 }
 
 impl Release<'_> {
-    /// Releases a lock on the masters listed, concurrently, and counts what it found.
-    pub(crate) async fn on(&self, ops: &dyn LockOps, nodes: &[usize]) -> ReleaseTally {
-        self.until(ops, nodes.iter().copied(), None, || {}).await
+    /// Releases a lock on the masters listed, concurrently, and counts what it found. `announce`
+    /// says whether the release of a held lock is announced to waiters; see [`LockOps::cleanup`].
+    pub(crate) async fn on(&self, ops: &dyn LockOps, nodes: &[usize], announce: bool) -> ReleaseTally {
+        self.until(ops, nodes.iter().copied(), None, announce, || {})
+            .await
     }
 
     /// As [`Release::on`], calling `queued` as soon as every master's release has been handed to
@@ -46,14 +48,14 @@ impl Release<'_> {
         nodes: &[usize],
         queued: impl FnOnce(),
     ) -> ReleaseTally {
-        self.until(ops, nodes.iter().copied(), None, queued).await
+        self.until(ops, nodes.iter().copied(), None, true, queued).await
     }
 
     /// Releases a lock on every master, returning as soon as a majority confirmed the release; the
     /// masters still in flight then finish in a background task, so a stalled master costs nothing.
     pub(crate) async fn everywhere(&self, ops: &dyn LockOps, queued: impl FnOnce()) -> ReleaseTally {
         let n = self.masters.len();
-        self.until(ops, 0..n, Some(quorum(n)), queued).await
+        self.until(ops, 0..n, Some(quorum(n)), true, queued).await
     }
 
     /// Sends the release to `nodes` and counts the answers, until `enough` masters confirmed (then
@@ -64,9 +66,10 @@ impl Release<'_> {
         ops: &dyn LockOps,
         nodes: impl IntoIterator<Item = usize>,
         enough: Option<usize>,
+        announce: bool,
         queued: impl FnOnce(),
     ) -> ReleaseTally {
-        let call = ops.release();
+        let call = if announce { ops.release() } else { ops.cleanup() };
         let mut pending: Fanout<_> = nodes
             .into_iter()
             .filter_map(|node| self.masters.get(node))
@@ -145,7 +148,7 @@ impl Release<'_> {
         if !late.is_empty() {
             self.spawn(Arc::clone(ops), late, Releasing::Partial);
         }
-        let released = self.on(ops.as_ref(), &answered).await;
+        let released = self.on(ops.as_ref(), &answered, false).await;
         for found in released
             .errors
             .iter()
@@ -228,7 +231,7 @@ pub(crate) fn spawn_release(
                     masters: &masters,
                     background: &background,
                 };
-                let out = release.on(ops.as_ref(), &nodes).await;
+                let out = release.on(ops.as_ref(), &nodes, what == Releasing::Held).await;
                 debug!(lock = ?ops, held = out.held, errors = out.errors.len(), "background release done");
                 if what == Releasing::Held {
                     report_unawaited(&out);

@@ -54,6 +54,25 @@ pub trait Master: Send + Sync + 'static {
     /// Commands sent on the shared connection run on the master in the order they were sent.
     fn send(&self, cmd: Arc<Cmd>, timeout: Duration) -> Request;
 
+    /// Sends the commands of `pipeline` on the master's shared connection, one after the other and
+    /// ahead of anything sent later, and returns every reply in order within `timeout`.
+    ///
+    /// By default each command is sent with [`Master::send`] once the one before has answered;
+    /// an implementation that can write them at once should.
+    fn send_pipeline(&self, pipeline: Arc<Pipeline>, timeout: Duration) -> BatchRequest {
+        let requests: Vec<Request> = pipeline
+            .cmd_iter()
+            .map(|cmd| self.send(Arc::new(cmd.clone()), timeout))
+            .collect();
+        Box::pin(async move {
+            let mut replies = Vec::with_capacity(requests.len());
+            for request in requests {
+                replies.push(request.await?);
+            }
+            Ok(replies)
+        })
+    }
+
     /// Sends `batch` as one pipeline on the master's batch connection (its own, so a large batch
     /// never queues ahead of acquires and releases), and returns the replies of `count` commands
     /// after skipping the first `skip`, within `timeout`.

@@ -314,3 +314,69 @@ async fn a_fresh_client_repairs_a_master_whose_counter_went_back_across_a_restar
     assert!(counter(&c, 0).await.unwrap_or(0) >= token, "master 0 repaired");
     g.release().await.expect("release");
 }
+
+/// Sets up master `i`'s fencing counter at `value` under its current `run_id`, as another
+/// client's first fenced acquire (or repair) does.
+async fn set_up_counter(c: &quorlock_chaos::Cluster, i: usize, value: u64) {
+    let mut conn = c.client(i).await.expect("connect");
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn)
+        .await
+        .expect("INFO");
+    let run_id = info
+        .lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .expect("run_id")
+        .trim()
+        .to_owned();
+    let _: () = redis::pipe()
+        .set("quorlock:fence:counter", value)
+        .set("quorlock:fence:epoch", run_id)
+        .query_async(&mut conn)
+        .await
+        .expect("set up the counter");
+}
+
+/// A client that found counters absent on some masters (a bootstrap by another client was under
+/// way) takes them once the other client has set them up, instead of waiting for a repair that
+/// can never be decided (too few masters it trusts).
+#[tokio::test]
+async fn counters_another_client_set_up_are_taken_without_a_repair() {
+    let c = cluster(5).await;
+    let locks = builder(&c)
+        .wait(Duration::from_secs(3))
+        .build()
+        .await
+        .expect("build");
+    // Two masters have their counters, three not yet.
+    for i in 0..2 {
+        set_up_counter(&c, i, 0).await;
+    }
+    let err = locks
+        .lock("half-set-up", TTL)
+        .fenced()
+        .try_acquire()
+        .await
+        .expect_err("three masters have no counter");
+    assert!(
+        err.failures()
+            .iter()
+            .filter(|f| f.kind == NodeErrorKind::FenceRepair)
+            .count()
+            >= 3,
+        "{err}"
+    );
+    // The other client finishes setting them up.
+    for i in 2..5 {
+        set_up_counter(&c, i, 0).await;
+    }
+    let guard = locks
+        .lock("half-set-up", TTL)
+        .fenced()
+        .acquire()
+        .await
+        .expect("the masters vote again");
+    assert!(guard.fencing_token() >= Some(1));
+    guard.release().await.expect("release");
+}

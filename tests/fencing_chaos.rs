@@ -15,6 +15,7 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::builder;
@@ -71,6 +72,10 @@ struct Plan {
     ttl: Duration,
     clock: RunClock,
     until: Instant,
+    /// Set by the stalling client once its late write went out: the others go on until then (a
+    /// plain lock is not fair, and the stalling client may get its turn only late), so someone
+    /// takes the lock while it stalls.
+    stalled: &'static AtomicBool,
 }
 
 /// One client's loop: acquire, read the witness, hold, maybe stall past the validity, write,
@@ -87,12 +92,19 @@ async fn client_loop(
         ttl,
         clock,
         until,
+        stalled,
     } = plan;
     let store = FencedStore::new(witness.clone());
     let mut plain = witness;
     let mut out = Outcome::default();
     let mut iteration = 0u32;
-    while Instant::now() < until {
+    // A hard stop well past the stall, should the stalling client never get its turn.
+    let cap = until + ttl * 20;
+    let going = || {
+        let now = Instant::now();
+        now < cap && (now < until || (stall_at.is_none() && !stalled.load(Ordering::SeqCst)))
+    };
+    while going() {
         iteration += 1;
         let mut record = LockRecord::invoked(id, RESOURCE, clock.now());
         let acquired = if fenced {
@@ -126,7 +138,8 @@ async fn client_loop(
             plain.get(WITNESS).await.expect("witness GET")
         };
         tokio::time::sleep(Duration::from_millis(10)).await;
-        if stall_at == Some(iteration) {
+        let stalling = stall_at == Some(iteration);
+        if stalling {
             // The holder stops here for twice the TTL, still believing it holds the lock.
             tokio::time::sleep(ttl * 2).await;
         }
@@ -141,9 +154,16 @@ async fn client_loop(
             let _: () = plain.set(WITNESS, next).await.expect("witness SET");
             out.increments += 1;
         }
+        if stalling {
+            stalled.store(true, Ordering::SeqCst);
+        }
         record.released = Some(clock.now());
         let _ = guard.release().await;
         out.records.push(record);
+        // Some work between critical sections, as real clients have: a plain lock is not fair,
+        // and clients that take it again the instant they release it can starve a waiter whose
+        // turn only comes through the release announcement.
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     out
 }
@@ -160,6 +180,7 @@ async fn client_pause(fenced: bool, seed: u64) -> (u64, u64, u64, Vec<LockRecord
     let stall_at = 1 + rng.below(2) as u32;
     let clock = RunClock::new();
     let until = Instant::now() + Duration::from_secs(3);
+    let stalled: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
     let mut tasks = Vec::new();
     for id in 0..clients {
         let locks = builder(&masters)
@@ -175,6 +196,7 @@ async fn client_pause(fenced: bool, seed: u64) -> (u64, u64, u64, Vec<LockRecord
             ttl,
             clock,
             until,
+            stalled,
         };
         tasks.push(tokio::spawn(client_loop(id, locks, conn, plan)));
     }

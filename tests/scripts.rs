@@ -1,17 +1,31 @@
 //! Scripts by SHA1 on real masters: releases and extends go out as `EVALSHA` once a connection has
 //! run the script, and still work after the masters' script cache was flushed under the client.
+//! On Redis, whatever server the suite runs on: Valkey 9.1 releases and extends natively instead
+//! (`tests/native.rs`).
 
 mod common;
 
 use std::time::Duration;
 
-use common::{cluster, locks, value};
+use common::{locks, value};
+use quorlock_chaos::{Cluster, ClusterOptions, Server};
 
 const TTL: Duration = Duration::from_secs(10);
 
+/// Three Redis masters: the servers whose plain locks go by script.
+async fn redis_masters() -> Cluster {
+    Cluster::start_with(ClusterOptions {
+        masters: 3,
+        server: Some(Server::Redis),
+        ..ClusterOptions::default()
+    })
+    .await
+    .expect("start redis-server masters")
+}
+
 #[tokio::test]
 async fn release_goes_by_sha_once_loaded_and_survives_a_script_flush() {
-    let c = cluster(3).await;
+    let c = redis_masters().await;
     let locks = locks(&c).await;
 
     // The first release on each connection carries the source and caches the script.
@@ -60,7 +74,7 @@ async fn release_goes_by_sha_once_loaded_and_survives_a_script_flush() {
 
 #[tokio::test]
 async fn release_after_a_restart_reloads_the_script() {
-    let mut c = cluster(3).await;
+    let mut c = redis_masters().await;
     let locks = common::builder(&c)
         // The restarted master's votes count at once here; the grace is tested elsewhere.
         .restart_grace(Duration::ZERO)

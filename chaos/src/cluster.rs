@@ -615,7 +615,7 @@ mod tests {
 
     #[test]
     fn missing_redis_server_message_says_how_to_install() {
-        let err = HarnessError::RedisServerMissing {
+        let err = crate::servers::ServerError::RedisMissing {
             searched: "/nowhere".into(),
         }
         .to_string();

@@ -7,17 +7,6 @@ use std::time::Duration;
 /// Everything that can go wrong while driving the harness.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
-    /// `redis-server` is not installed or not on `PATH`.
-    #[error(
-        "redis-server was not found on PATH ({searched}); install it with \
-         `chaos/ensure-servers redis`, `apt-get install redis-server` (Debian/Ubuntu) or \
-         `brew install redis` (macOS), or run `docker compose up` and use the compose backend"
-    )]
-    RedisServerMissing {
-        /// The `PATH` value that was searched.
-        searched: String,
-    },
-
     /// The selected server (`QUORLOCK_TEST_SERVER`) is unknown, missing or not the pinned build.
     #[error(transparent)]
     Server(#[from] crate::servers::ServerError),

@@ -33,7 +33,7 @@ const LOG_TAIL_LINES: usize = 25;
 /// Finds the binary of the server `QUORLOCK_TEST_SERVER` selects: `redis-server` on `PATH` by
 /// default, or a Valkey build (see [`Server::binary`]).
 pub fn redis_server_path() -> Result<PathBuf, HarnessError> {
-    Server::from_env()?.binary()
+    Ok(Server::from_env()?.binary()?)
 }
 
 /// Outcome of waiting for a freshly spawned master.

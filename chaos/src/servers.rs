@@ -17,8 +17,6 @@ use std::process::Command;
 use std::str::FromStr;
 use std::sync::{Mutex, OnceLock};
 
-use crate::error::HarnessError;
-
 /// The environment variable naming the server the harness starts: `redis` (the default),
 /// `valkey-8.1` or `valkey-9.1`.
 pub const SERVER_ENV: &str = "QUORLOCK_TEST_SERVER";
@@ -45,6 +43,17 @@ pub enum Server {
 /// Why a server could not be selected, found or trusted.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// `redis-server` is not installed or not on `PATH`.
+    #[error(
+        "redis-server was not found on PATH ({searched}); install it with \
+         `chaos/ensure-servers redis`, `apt-get install redis-server` (Debian/Ubuntu) or \
+         `brew install redis` (macOS), or run `docker compose up` and use the compose backend"
+    )]
+    RedisMissing {
+        /// The `PATH` value that was searched.
+        searched: String,
+    },
+
     /// A name that is no server's.
     #[error("unknown server {name:?}; known servers: {known}")]
     Unknown {
@@ -183,15 +192,15 @@ impl Server {
     ///
     /// # Errors
     /// [`ServerError::BadSelection`] when it names no server.
-    pub fn from_env() -> Result<Server, HarnessError> {
-        select(std::env::var_os(SERVER_ENV)).map_err(HarnessError::from)
+    pub fn from_env() -> Result<Server, ServerError> {
+        select(std::env::var_os(SERVER_ENV))
     }
 
     /// `choice`, or the server [`SERVER_ENV`] selects when `choice` is `None`.
     ///
     /// # Errors
     /// As [`Server::from_env`].
-    pub fn resolve(choice: Option<Server>) -> Result<Server, HarnessError> {
+    pub fn resolve(choice: Option<Server>) -> Result<Server, ServerError> {
         match choice {
             Some(server) => Ok(server),
             None => Server::from_env(),
@@ -218,10 +227,10 @@ impl Server {
     /// `redis-server` on `PATH` or in `/usr/bin`, or the Valkey build under `target/servers/`.
     ///
     /// # Errors
-    /// [`HarnessError::RedisServerMissing`] without `redis-server`; [`ServerError::Missing`]
+    /// [`ServerError::RedisMissing`] without `redis-server`; [`ServerError::Missing`]
     /// without the Valkey build, naming its install command; [`ServerError::BadOverride`],
     /// [`ServerError::WrongVersion`] or [`ServerError::VersionUnreadable`] otherwise.
-    pub fn binary(self) -> Result<PathBuf, HarnessError> {
+    pub fn binary(self) -> Result<PathBuf, ServerError> {
         let overridden = std::env::var_os(SERVER_BIN_ENV).filter(|v| !v.is_empty());
         let overridden = match overridden {
             Some(path) if Server::from_env()? == self => Some(PathBuf::from(path)),
@@ -355,12 +364,12 @@ fn locate(
     server: Server,
     overridden: Option<PathBuf>,
     path_var: Option<OsString>,
-) -> Result<PathBuf, HarnessError> {
+) -> Result<PathBuf, ServerError> {
     if let Some(path) = overridden {
         return if is_executable(&path) {
             Ok(path)
         } else {
-            Err(ServerError::BadOverride { server, path }.into())
+            Err(ServerError::BadOverride { server, path })
         };
     }
     match server.installed_path() {
@@ -368,15 +377,14 @@ fn locate(
         Some(path) => Err(ServerError::Missing {
             server,
             looked: path.display().to_string(),
-        }
-        .into()),
+        }),
         None => {
             let path_var = path_var.unwrap_or_default();
             std::env::split_paths(&path_var)
                 .chain([PathBuf::from("/usr/bin")])
                 .map(|dir| dir.join(server.binary_name()))
                 .find(|candidate| is_executable(candidate))
-                .ok_or_else(|| HarnessError::RedisServerMissing {
+                .ok_or_else(|| ServerError::RedisMissing {
                     searched: format!("{}, then /usr/bin", path_var.to_string_lossy()),
                 })
         }
@@ -393,7 +401,7 @@ pub(crate) fn is_executable(path: &Path) -> bool {
 
 /// Checks once per process that a Valkey binary reports its pinned version. Redis is taken as
 /// the system has it (the harness has always run whatever `redis-server` is installed).
-fn check_version(server: Server, path: &Path) -> Result<(), HarnessError> {
+fn check_version(server: Server, path: &Path) -> Result<(), ServerError> {
     if server == Server::Redis {
         return Ok(());
     }
@@ -420,8 +428,7 @@ fn check_version(server: Server, path: &Path) -> Result<(), HarnessError> {
             family: server.family(),
             expected: server.expected_version(),
             found: line,
-        }
-        .into());
+        });
     }
     checked.lock().unwrap_or_else(|e| e.into_inner()).insert(key);
     Ok(())

@@ -11,6 +11,7 @@
 //! - [`release`]: the release verdict (released, expired, or unconfirmed);
 //! - [`expiry`]: when a held lock frees on a majority, from the masters' PTTLs;
 //! - [`admission`]: the restart-grace rule for counting a master's vote;
+//! - [`capabilities`]: which native commands a master's server offers (Valkey's `DELIFEQ`, `SET IFEQ`);
 //! - [`backoff`]: retry delays with bounded jitter, and the retry plan bounded by count and deadline;
 //! - [`renewal`]: the watchdog's schedule (interval, shared ticks, capped holds) and its verdicts;
 //! - [`fencing`]: fencing-token arithmetic and counter repair, with the model that proves tokens
@@ -19,6 +20,7 @@
 
 pub mod admission;
 pub mod backoff;
+pub mod capabilities;
 pub mod expiry;
 pub mod fencing;
 pub mod kinds;

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::Health;
+use crate::core::capabilities::Server;
 use crate::error::NodeErrorKind;
 use crate::link::{Link, Masters};
 
@@ -26,6 +27,8 @@ pub(crate) struct Snapshot {
     pub(crate) appendfsync: Result<String, String>,
     /// The number of replicas attached.
     pub(crate) replicas: u64,
+    /// The server (Redis or Valkey) and its version.
+    pub(crate) server: Server,
 }
 
 impl Snapshot {
@@ -74,6 +77,11 @@ async fn check(health: &Health, node: &Link) -> Option<Snapshot> {
         Ok(snapshot) => {
             debug!(node = node.index(), addr = node.addr(), run_id = %snapshot.run_id, uptime_s = snapshot.uptime_secs, "master checked");
             health.record(node, before, &snapshot, Instant::now());
+            // What the server offers natively holds for this connection; a reconnect since the
+            // check began leaves it unread (the next check reads it).
+            if node.disconnects() == before {
+                node.note_capabilities(snapshot.server.capabilities(), before);
+            }
             Some(snapshot)
         }
         Err(kind) => {
@@ -158,6 +166,11 @@ pub(crate) async fn inspect(node: &Link) -> Result<Snapshot, NodeErrorKind> {
     let replicas = field("connected_slaves")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    let server = Server::from_info(
+        field("server_name"),
+        field("valkey_version"),
+        field("redis_version"),
+    );
     let mut cmd = redis::cmd("CONFIG");
     cmd.arg("GET").arg("appendfsync");
     let appendfsync = match node.query(Arc::new(cmd)).await {
@@ -171,6 +184,7 @@ pub(crate) async fn inspect(node: &Link) -> Result<Snapshot, NodeErrorKind> {
         aof_enabled,
         appendfsync,
         replicas,
+        server,
     })
 }
 
@@ -231,6 +245,7 @@ mod tests {
             aof_enabled,
             appendfsync: appendfsync.map(str::to_owned).map_err(str::to_owned),
             replicas: 0,
+            server: Server::Unknown,
         };
         assert_eq!(snap(true, Ok("always")).fsync_always(), Some(true));
         assert_eq!(snap(true, Ok("everysec")).fsync_always(), Some(false));

@@ -65,6 +65,8 @@ struct NodeState {
     /// Whether that repair must treat the counter as possibly behind (lost, regressed, or a new
     /// epoch on a master that does not persist every write), rather than only stamp a new epoch.
     fence_repair_full: bool,
+    /// Whether the only reason for that repair is that the counter was absent when last asked.
+    fence_absent: bool,
 }
 
 /// The health of every master, shared by every handle and guard.
@@ -150,6 +152,7 @@ impl Health {
                 if fsync_always != Some(true) {
                     state.fence_repair = true;
                     state.fence_repair_full = true;
+                    state.fence_absent = false;
                 }
             }
         }
@@ -184,12 +187,31 @@ impl Health {
         state.run_id.clone()
     }
 
-    /// Marks `node`'s fencing counter as missing or behind: it needs a full repair.
+    /// Marks `node`'s fencing counter as behind (below what this client saw): it needs a full
+    /// repair.
     pub(crate) fn mark_fence_repair(&self, node: usize) {
         if let Some(mut state) = self.state(node) {
             state.fence_repair = true;
             state.fence_repair_full = true;
+            state.fence_absent = false;
         }
+    }
+
+    /// Marks `node`'s fencing counter as absent: a full repair, unless another client sets the
+    /// counter up meanwhile (see [`Health::fence_absent_only`]).
+    pub(crate) fn mark_fence_absent(&self, node: usize) {
+        if let Some(mut state) = self.state(node) {
+            if !state.fence_repair {
+                state.fence_absent = true;
+            }
+            state.fence_repair = true;
+            state.fence_repair_full = true;
+        }
+    }
+
+    /// Whether `node` waits for repair only because its counter was absent.
+    pub(crate) fn fence_absent_only(&self, node: usize) -> bool {
+        self.state(node).is_some_and(|s| s.fence_repair && s.fence_absent)
     }
 
     /// Marks `node`'s fencing epoch as stale (it restarted since its counter was vouched for): a
@@ -198,6 +220,7 @@ impl Health {
     pub(crate) fn mark_fence_epoch(&self, node: usize) {
         if let Some(mut state) = self.state(node) {
             state.fence_repair = true;
+            state.fence_absent = false;
             if state.fsync_always != Some(true) {
                 state.fence_repair_full = true;
             }
@@ -236,6 +259,7 @@ impl Health {
         if let Some(mut state) = self.state(node) {
             state.fence_repair = false;
             state.fence_repair_full = false;
+            state.fence_absent = false;
             state.fence_floor = value;
         }
     }

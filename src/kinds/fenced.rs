@@ -161,7 +161,7 @@ async fn acquire_on(
                 addr = node.addr(),
                 "no fencing counter on the master; it is set up before it votes"
             );
-            health.mark_fence_repair(index);
+            health.mark_fence_absent(index);
             Err(NodeErrorKind::FenceRepair)
         }
         AcquireReply::Regressed => {

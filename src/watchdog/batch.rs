@@ -48,6 +48,8 @@ pub(super) async fn renew(
     // validity describing the older one.
     let serials: Vec<_> = due.iter().map(|d| d.held.extend_lock.try_lock().ok()).collect();
     let mut cmds = Vec::new();
+    // For a plain lock, the native form beside its script (masters with `SET ... IFEQ` get it).
+    let mut natives: Vec<Option<Cmd>> = Vec::new();
     let mut rounds = Vec::new();
     for (i, (d, serial)) in due.iter().zip(&serials).enumerate() {
         if serial.is_none() {
@@ -61,15 +63,36 @@ pub(super) async fn renew(
             Ok(timing) => {
                 let ttl_ms = ttl_millis(d.ttl);
                 // Built by SHA1 from the start where the kind allows it: no source copied per lock.
-                cmds.push(match d.held.ops.extend(ttl_ms) {
-                    Call::Script(call) => {
-                        scripts.load(call.script());
-                        call.into_by_sha()
+                let (cmd, native) = match d.held.ops.extend(ttl_ms) {
+                    Call::Command(cmd) => (
+                        scripts.by_sha(Arc::try_unwrap(cmd).unwrap_or_else(|shared| (*shared).clone())),
+                        None,
+                    ),
+                    Call::CompareExtend {
+                        key,
+                        token,
+                        ttl_ms,
+                        script,
+                    } => {
+                        scripts.load(script.script());
+                        let mut native = redis::cmd("SET");
+                        native
+                            .arg(&*key)
+                            .arg(&*token)
+                            .arg("IFEQ")
+                            .arg(&*token)
+                            .arg("PX")
+                            .arg(ttl_ms);
+                        (script.into_by_sha(), Some(native))
                     }
-                    Call::Command(cmd) => {
-                        scripts.by_sha(Arc::try_unwrap(cmd).unwrap_or_else(|shared| (*shared).clone()))
+                    // A release is never a renewal: sent as built, it would only fail.
+                    Call::CompareDelete { script, .. } => {
+                        scripts.load(script.script());
+                        (script.into_by_sha(), None)
                     }
-                });
+                };
+                cmds.push(cmd);
+                natives.push(native);
                 rounds.push(Round {
                     due: i,
                     tally: Tally::new(masters, timing, started.into_std()),
@@ -91,9 +114,20 @@ pub(super) async fn renew(
         };
     }
     let count = rounds.len();
-    let mut pipe = redis::pipe();
     let loads = scripts.loads();
     let skip = loads.len();
+    // Masters that have `SET ... IFEQ` get the plain locks' renewals in it; the rest, scripts.
+    let native_pipe = natives.iter().any(Option::is_some).then(|| {
+        let mut pipe = redis::pipe();
+        for load in &loads {
+            pipe.add_command(load.clone());
+        }
+        for (cmd, native) in cmds.iter().zip(&natives) {
+            pipe.add_command(native.clone().unwrap_or_else(|| cmd.clone()));
+        }
+        Arc::new(pipe)
+    });
+    let mut pipe = redis::pipe();
     for load in loads {
         pipe.add_command(load);
     }
@@ -110,7 +144,11 @@ pub(super) async fn renew(
     let mut pending: FuturesUnordered<_> = masters_of
         .iter()
         .map(|link| {
-            let sent = link.master().send_batch(Arc::clone(&pipe), skip, count, timeout);
+            let batch = match &native_pipe {
+                Some(native) if link.capabilities().set_ifeq => native,
+                _ => &pipe,
+            };
+            let sent = link.master().send_batch(Arc::clone(batch), skip, count, timeout);
             let node = link.index();
             async move { (node, sent.await) }
         })
@@ -123,7 +161,8 @@ pub(super) async fn renew(
             Ok(values) if values.len() == count => {
                 for (round, value) in rounds.iter_mut().zip(values) {
                     let vote = match value {
-                        Value::Int(1) => {
+                        // A script's 1, or `SET ... IFEQ`'s OK.
+                        Value::Int(1) | Value::Okay => {
                             round.yes += 1;
                             Vote::Yes
                         }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use quorlock_chaos::sim::{sha1_hex, Flavor, MasterConfig, Persistence, SimMaster};
-use quorlock_chaos::{Cluster, ClusterOptions};
+use quorlock_chaos::{Cluster, ClusterOptions, Server};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::{ConnectionLike, Value};
@@ -70,6 +70,8 @@ impl Pair {
             .expect("runtime");
         let cluster = runtime
             .block_on(Cluster::start_with(ClusterOptions {
+                // The simulated master is Redis 7.0's double, whatever server the suite runs on.
+                server: Some(Server::Redis),
                 masters: 1,
                 appendfsync_always: false,
                 ..ClusterOptions::default()

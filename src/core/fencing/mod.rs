@@ -156,6 +156,16 @@ pub fn repair_target(reads: &[CounterRead]) -> RepairTarget {
     }
 }
 
+/// Whether a master this client set aside for repair because its counter was absent (a fresh
+/// master, or one that lost its data) may vote again without a repair of its own: it now has a
+/// counter vouched for by its current epoch, so another client set it up (the first fenced acquire
+/// on fresh masters) or repaired it after the grace, under the `run_id` this client verified, and
+/// the counter is not below what this client saw from it. Any other reason for a repair (a counter
+/// that went back, an epoch that changed) still needs one.
+pub fn set_up_elsewhere(only_absent: bool, epoch_is_current: bool, counter: u64, floor: u64) -> bool {
+    only_absent && epoch_is_current && counter >= floor
+}
+
 /// Whether a master that (re)started at `started` may be repaired at `now`: once `grace` (at least
 /// the longest TTL in use) has passed, no acquisition can still count an acknowledgement it gave
 /// before it lost its data.
@@ -212,6 +222,24 @@ mod tests {
                 present: 0,
                 required: 2
             }
+        );
+    }
+
+    #[test]
+    fn a_counter_set_up_elsewhere_is_trusted_only_when_absence_was_the_only_reason() {
+        assert!(set_up_elsewhere(true, true, 5, 0));
+        assert!(set_up_elsewhere(true, true, 5, 5));
+        assert!(
+            !set_up_elsewhere(true, true, 4, 5),
+            "below what we saw: it lost writes"
+        );
+        assert!(
+            !set_up_elsewhere(true, false, 5, 0),
+            "a stale epoch: not vouched for"
+        );
+        assert!(
+            !set_up_elsewhere(false, true, 5, 0),
+            "it went back, or its epoch changed"
         );
     }
 

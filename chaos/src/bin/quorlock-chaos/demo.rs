@@ -20,7 +20,8 @@ use std::time::Duration;
 use quorlock::Quorlock;
 use quorlock_chaos::svg::{self, Annotations, Marker, SvgOptions};
 use quorlock_chaos::{
-    checker, redis_server_path, Cluster, DataMode, FaultWindow, HarnessError, History, RunClock,
+    checker, redis_server_path, servers::ServerError, Cluster, DataMode, FaultWindow, HarnessError, History,
+    RunClock,
 };
 
 use crate::progress::Progress;
@@ -73,7 +74,7 @@ pub enum Stop {
 /// [`Stop::MissingRedis`] without redis-server, [`Stop::Failed`] when the harness fails.
 pub async fn run(options: Options) -> Result<bool, Stop> {
     redis_server_path().map_err(|e| match e {
-        HarnessError::RedisServerMissing { .. } => Stop::MissingRedis,
+        HarnessError::Server(ServerError::RedisMissing { .. }) => Stop::MissingRedis,
         // A Valkey build selected by QUORLOCK_TEST_SERVER: its error names its install command.
         other => failed("finding the masters' server", other),
     })?;

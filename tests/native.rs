@@ -1,0 +1,144 @@
+//! Native compare-and-delete and compare-and-extend: each master gets what its server offers.
+//!
+//! Valkey 9.1 has `DELIFEQ` and `SET ... IFEQ`, Valkey 8.1 only the latter, Redis 7.0 neither. The
+//! master's own command statistics tell what the client sent it: a plain lock's release and extend
+//! go native where they can, as scripts elsewhere, in one fleet of mixed servers, and the release
+//! still tells an absent key from another holder's. Servers that are not installed are skipped here
+//! (CI installs every one of them, and the servers test fails if one is missing).
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use quorlock::{Quorlock, ReleaseError};
+use quorlock_chaos::{Cluster, ClusterOptions, Server};
+use redis::AsyncCommands;
+
+const TTL: Duration = Duration::from_secs(5);
+
+/// Starts one master of `server`, or `None` when its binary is not installed here.
+async fn master(server: Server) -> Option<Cluster> {
+    if !server.is_installed() {
+        eprintln!("skipping {}: not installed", server.name());
+        return None;
+    }
+    let opts = ClusterOptions {
+        masters: 1,
+        server: Some(server),
+        ..ClusterOptions::default()
+    };
+    Some(Cluster::start_with(opts).await.expect("start master"))
+}
+
+/// `cmdstat_<name>` call counts of master 0 of `cluster`.
+async fn calls(cluster: &Cluster) -> HashMap<String, u64> {
+    let mut conn = cluster.client(0).await.expect("connect");
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .expect("INFO");
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+            let count = rest.split(',').next()?.parse().ok()?;
+            Some((name.to_owned(), count))
+        })
+        .collect()
+}
+
+/// Script calls counted by a master (by source or by SHA1).
+fn scripts(calls: &HashMap<String, u64>) -> u64 {
+    calls.get("eval").copied().unwrap_or(0) + calls.get("evalsha").copied().unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_mixed_fleet_gives_each_master_what_it_supports() {
+    let (Some(redis), Some(valkey81), Some(valkey91)) = (
+        master(Server::Redis).await,
+        master(Server::Valkey81).await,
+        master(Server::Valkey91).await,
+    ) else {
+        return;
+    };
+    let fleet = [&redis, &valkey81, &valkey91];
+    let locks = Quorlock::builder()
+        .nodes(fleet.iter().map(|c| c.url(0)))
+        .build()
+        .await
+        .expect("build");
+    let before: Vec<HashMap<String, u64>> = futures::future::join_all(fleet.iter().map(|c| calls(c))).await;
+    const CYCLES: u64 = 20;
+    for i in 0..CYCLES {
+        let guard = locks.acquire(&format!("mixed:{i}"), TTL).await.expect("acquire");
+        guard.extend(TTL).await.expect("extend");
+        guard.release().await.expect("release");
+    }
+    // Every master answered every cycle.
+    locks.settle().await;
+    let after: Vec<HashMap<String, u64>> = futures::future::join_all(fleet.iter().map(|c| calls(c))).await;
+    let delta = |i: usize, name: &str| {
+        after[i].get(name).copied().unwrap_or(0) - before[i].get(name).copied().unwrap_or(0)
+    };
+    let script_delta = |i: usize| scripts(&after[i]) - scripts(&before[i]);
+    // Redis 7.0: both as scripts.
+    assert_eq!(script_delta(0), 2 * CYCLES, "redis: {:?}", after[0]);
+    // Valkey 8.1: extend native, release as a script.
+    assert_eq!(script_delta(1), CYCLES, "valkey 8.1: {:?}", after[1]);
+    assert_eq!(delta(1, "delifeq"), 0, "valkey 8.1 has no DELIFEQ");
+    // Valkey 9.1: both native, with the release announced.
+    assert_eq!(script_delta(2), 0, "valkey 9.1: {:?}", after[2]);
+    assert_eq!(delta(2, "delifeq"), CYCLES, "valkey 9.1: {:?}", after[2]);
+    assert!(
+        delta(2, "publish") >= CYCLES,
+        "valkey 9.1 announces every release: {:?}",
+        after[2]
+    );
+}
+
+#[tokio::test]
+async fn a_native_release_still_says_what_happened() {
+    let Some(valkey) = master(Server::Valkey91).await else {
+        return;
+    };
+    let others = [master(Server::Valkey91).await, master(Server::Valkey91).await];
+    let [Some(b), Some(c)] = others else {
+        return;
+    };
+    let fleet = [&valkey, &b, &c];
+    let locks = Quorlock::builder()
+        .nodes(fleet.iter().map(|c| c.url(0)))
+        .build()
+        .await
+        .expect("build");
+    let guard = locks.acquire("told", TTL).await.expect("acquire");
+    // Another holder's token now stands on a majority: taken over.
+    for cluster in &fleet[..2] {
+        let mut conn = cluster.client(0).await.expect("connect");
+        let _: () = conn.set("told", "someone-else").await.expect("SET");
+    }
+    let err = locks
+        .release_token("told", guard.token())
+        .await
+        .expect_err("taken over");
+    assert!(matches!(err, ReleaseError::TakenOver { others: 2, .. }), "{err}");
+    drop(guard);
+    locks.settle().await;
+    // Nothing left of ours: a release by our token finds the key absent (or another's).
+    for cluster in &fleet {
+        let mut conn = cluster.client(0).await.expect("connect");
+        let _: () = conn.del("told").await.expect("DEL");
+    }
+    let err = locks.release_token("told", "ours").await.expect_err("absent");
+    assert!(matches!(err, ReleaseError::Absent { absent: 3, .. }), "{err}");
+    // A watchdog renewal goes native too, and keeps the lock.
+    let guard = locks
+        .acquire("renewed", Duration::from_millis(600))
+        .await
+        .expect("acquire");
+    guard.keep_alive();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!guard.is_lost(), "renewed natively");
+    guard.release().await.expect("release");
+}
