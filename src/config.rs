@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::core::{Backoff, RetryPlan, Timing};
 use crate::error::{BuildError, InputError};
 use crate::seam::Master;
+use crate::tls::ClientIdentity;
 
 pub use crate::names::{FENCE_COUNTER_KEY, FENCE_EPOCH_KEY, RELEASE_CHANNEL_PREFIX};
 
@@ -76,6 +77,8 @@ pub struct Config {
     pub health_refresh: Duration,
     /// PEM root certificates trusted for `rediss://` masters instead of the system store.
     pub tls_root_certificates: Option<Vec<u8>>,
+    /// The client certificate and key presented to `rediss://` masters (its `Debug` hides the key).
+    pub(crate) tls_client_certificate: Option<ClientIdentity>,
     /// Whether blocked acquires are woken by release announcements (else they poll).
     pub wake_on_release: bool,
     /// Whether waiters of this process for the same resource queue locally first.
@@ -134,6 +137,7 @@ pub struct QuorlockBuilder {
     restart_grace: Option<Duration>,
     health_refresh: Duration,
     tls_root_certificates: Option<Vec<u8>>,
+    tls_client_certificate: Option<ClientIdentity>,
     wake_on_release: bool,
     local_queue: bool,
     pub(crate) environment: Option<Arc<dyn crate::seam::Environment>>,
@@ -174,6 +178,7 @@ impl Default for QuorlockBuilder {
             restart_grace: DEFAULT_RESTART_GRACE,
             health_refresh: DEFAULT_HEALTH_REFRESH,
             tls_root_certificates: None,
+            tls_client_certificate: None,
             wake_on_release: DEFAULT_WAKE_ON_RELEASE,
             local_queue: DEFAULT_LOCAL_QUEUE,
             environment: None,
@@ -303,6 +308,21 @@ impl QuorlockBuilder {
         self
     }
 
+    /// Presents this client certificate chain and its private key (both PEM) to `rediss://`
+    /// masters that authenticate clients (`tls-auth-clients yes`). Needs the `tls` feature.
+    #[cfg(feature = "tls")]
+    pub fn tls_client_certificate(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls_client_certificate = Some(ClientIdentity {
+            cert_pem: cert_pem.into(),
+            key_pem: key_pem.into(),
+        });
+        self
+    }
+
     /// Wakes blocked acquires when the holder releases (default [`DEFAULT_WAKE_ON_RELEASE`]); off,
     /// they poll with the retry delay.
     pub fn wake_on_release(mut self, on: bool) -> Self {
@@ -353,6 +373,7 @@ impl QuorlockBuilder {
             restart_grace: self.restart_grace,
             health_refresh: self.health_refresh,
             tls_root_certificates: self.tls_root_certificates.clone(),
+            tls_client_certificate: self.tls_client_certificate.clone(),
             wake_on_release: self.wake_on_release,
             local_queue: self.local_queue,
         })

@@ -67,8 +67,8 @@
 //! out of every majority for the longest TTL in use (the delayed restart the spec leaves to
 //! operators), and [`Lock::fenced`] hands out fencing tokens backed by a majority that
 //! never go backwards, however long a holder pauses, so that a resource such as [`FencedStore`]
-//! can reject a paused holder's late writes. `docs/safety.md` states which failures are covered,
-//! which are detected, and which are out of model.
+//! can reject a paused holder's late writes. [`safety`] (`docs/safety.md`) states which failures
+//! are covered, which are detected, and which are out of model.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -115,6 +115,9 @@ pub use kinds::{FairOptions, LockOwner, Ticket};
 pub use lock::Lock;
 pub use watchdog::{KeepAlive, WatchdogStats};
 pub use with_lock::LockHandle;
+
+#[doc = include_str!("../docs/safety.md")]
+pub mod safety {}
 
 /// The README's examples, compiled as doctests so the README stays true.
 #[cfg(doctest)]

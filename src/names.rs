@@ -115,7 +115,7 @@ impl redis::ToRedisArgs for ChannelArg<'_> {
 /// assumes; rounding down would overstate the validity by up to a millisecond.
 pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
     let whole = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-    let rounded = if ttl.subsec_nanos() % 1_000_000 == 0 {
+    let rounded = if ttl.subsec_nanos().is_multiple_of(1_000_000) {
         whole
     } else {
         whole.saturating_add(1)

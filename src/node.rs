@@ -52,11 +52,12 @@ impl std::fmt::Debug for Node {
 
 impl Node {
     /// Parses `url` and prepares a lazy connection, trusting `roots` (PEM) for a `rediss://` URL
-    /// instead of the system store; nothing is sent yet.
+    /// instead of the system store, and presenting `identity` when given; nothing is sent yet.
     pub(crate) fn open(
         url: &str,
         connect_timeout: Duration,
         roots: Option<&[u8]>,
+        identity: Option<&crate::tls::ClientIdentity>,
     ) -> Result<Self, BuildError> {
         let invalid = |reason: String| BuildError::InvalidUrl {
             url: redact_url(url),
@@ -65,7 +66,7 @@ impl Node {
         if let Some(reason) = what_is_wrong_with(url) {
             return Err(invalid(reason));
         }
-        let client = crate::tls::open_client(url, roots)
+        let client = crate::tls::open_client(url, roots, identity)
             .map_err(|e| invalid(e.map_or_else(|reason| reason, |e| describe(&e))))?;
         let addr = client.get_connection_info().addr().to_string();
         if client
@@ -271,7 +272,8 @@ mod tests {
     /// per master is a pointer to it.
     #[tokio::test]
     async fn per_master_requests_hold_the_request_once() {
-        let node = Node::open("redis://127.0.0.1:1", Duration::from_millis(50), None).expect("valid url");
+        let node =
+            Node::open("redis://127.0.0.1:1", Duration::from_millis(50), None, None).expect("valid url");
         let cmd = Arc::new(redis::cmd("PING"));
         let mut conn = node.conn.clone();
         let request = std::mem::size_of_val(&conn.send_packed_command(&cmd));

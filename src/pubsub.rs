@@ -460,8 +460,9 @@ mod tests {
     fn waits() -> Waits {
         let links = (0..3)
             .map(|i| {
-                let node = crate::node::Node::open("redis://127.0.0.1:1", Duration::from_millis(50), None)
-                    .expect("valid url");
+                let node =
+                    crate::node::Node::open("redis://127.0.0.1:1", Duration::from_millis(50), None, None)
+                        .expect("valid url");
                 crate::link::Link::new(i, Arc::new(node), Duration::from_millis(50))
             })
             .collect();

@@ -46,6 +46,7 @@ impl QuorlockBuilder {
                     url,
                     config.connect_timeout,
                     config.tls_root_certificates.as_deref(),
+                    config.tls_client_certificate.as_ref(),
                 )?),
                 Source::Custom(master) => Arc::clone(master),
             };
@@ -58,7 +59,7 @@ impl QuorlockBuilder {
             }
             links.push(Link::new(index, master, config.node_timeout));
         }
-        if links.len() % 2 == 0 {
+        if links.len().is_multiple_of(2) {
             warn!(
                 masters = links.len(),
                 "an even number of masters tolerates no more failures than one fewer; prefer an odd number"

@@ -524,6 +524,16 @@ mod tests {
             }),
         };
         assert!(err.to_string().contains("after 3 attempts in 1.50s;"), "{err}");
+        let AcquireError::Exhausted { last, waited, .. } = err else {
+            unreachable!()
+        };
+        let once = AcquireError::Exhausted {
+            resource: "k".into(),
+            attempts: 1,
+            waited,
+            last,
+        };
+        assert!(once.to_string().contains("after 1 attempt in 1.50s;"), "{once}");
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub(crate) fn zadd(server: &mut Server, args: &[&[u8]]) -> CmdResult {
         at += 1;
     }
     let pairs = &args[at..];
-    if pairs.is_empty() || pairs.len() % 2 != 0 {
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         return Err(err(SYNTAX));
     }
     if nx && xx {

@@ -67,7 +67,7 @@ impl Scripts<'_> {
     fn call(&mut self, script: &str, keys: &[&str], args: &[&str], expect: Value, touched: &[&str]) {
         let numkeys = keys.len().to_string();
         let sha = quorlock_chaos::sim::sha1_hex(script.as_bytes());
-        let head = if self.calls % 2 == 0 {
+        let head = if self.calls.is_multiple_of(2) {
             ["EVAL", script]
         } else {
             ["EVALSHA", sha.as_str()]

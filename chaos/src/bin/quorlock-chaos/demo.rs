@@ -5,8 +5,11 @@
 //! 3. master 2 killed too: only 2 of 5 answer, and every acquisition is refused, with the reason;
 //! 4. the three restarted: the work resumes.
 //!
-//! Then a summary table, the checks over the whole run (no two holders at once, no lost update,
-//! nothing acquired without a majority), and an SVG timeline. Every master is a child process of
+//! Then a summary table (refusals split into contention, the lock doing its job, and no majority,
+//! the faults), the checks over the whole run (no two holders at once, no lost update, nothing
+//! acquired without a majority), and an SVG timeline: a lane per worker, the faults, the restore,
+//! a rate panel (acquisitions, refusals by reason, p99 latency per 100 ms), a legend, and a zoomed
+//! strip around each change that shows every hold. Every master is a child process of
 //! the [`Cluster`], which stops them all when it is dropped: at the end, on an error, or when the
 //! demo is interrupted.
 
@@ -15,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quorlock::Quorlock;
-use quorlock_chaos::svg::{self, SvgOptions};
+use quorlock_chaos::svg::{self, Annotations, Marker, SvgOptions};
 use quorlock_chaos::{
     checker, redis_server_path, servers::ServerError, Cluster, DataMode, FaultWindow, HarnessError, History,
     RunClock,
@@ -23,7 +26,7 @@ use quorlock_chaos::{
 
 use crate::progress::Progress;
 use crate::report::{self, Row};
-use crate::workers::{self, Board, TTL};
+use crate::workers::{self, Board, PhaseStats, TTL};
 
 /// Masters the demo starts.
 const MASTERS: usize = 5;
@@ -126,7 +129,7 @@ pub async fn run(options: Options) -> Result<bool, Stop> {
     let row = play(&board, &progress, 2, row, options.phase).await;
     let no_majority_end = clock.now();
     if let Some((_, reason)) = &row.stats.reason {
-        println!("refused, as it must be: {reason}");
+        println!("refused for want of a majority, as it must be: {reason}");
     }
     rows.push(row);
 
@@ -184,7 +187,20 @@ pub async fn run(options: Options) -> Result<bool, Stop> {
         if live { "yes" } else { "NO" }
     );
 
-    let drawing = svg::timeline(
+    let marker = |at, label: &str| Marker {
+        at,
+        label: label.to_owned(),
+    };
+    let notes = Annotations {
+        restores: vec![marker(healed, "masters 0, 1, 2 restored")],
+        transitions: vec![
+            marker(first_kill, "masters 0, 1 killed"),
+            marker(second_kill, "master 2 killed: no majority"),
+            marker(healed, "masters 0, 1, 2 restored"),
+        ],
+        refusals: Some(board.refusals()),
+    };
+    let drawing = svg::picture(
         &records,
         &faults,
         run_end,
@@ -193,15 +209,17 @@ pub async fn run(options: Options) -> Result<bool, Stop> {
                 "quorlock demo: {} workers, {MASTERS} masters; 2 killed, then a 3rd, then restored",
                 options.workers
             ),
+            client_lanes: true,
             ..SvgOptions::default()
         },
+        &notes,
     );
     if let Some(dir) = options.svg.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| failed("creating the timeline's directory", e))?;
     }
     std::fs::write(&options.svg, drawing).map_err(|e| failed("writing the timeline", e))?;
     println!(
-        "timeline of every hold, with the faults shaded: {}",
+        "timeline of every hold, a lane per worker, with the faults, the rates and a zoom on each change: {}",
         options.svg.display()
     );
     println!("all masters stopped.");
@@ -225,22 +243,20 @@ async fn play(board: &Board, progress: &Progress, index: usize, mut row: Row, le
     let mut ticker = tokio::time::interval(TICK);
     while started.elapsed() < length {
         ticker.tick().await;
-        let stats = board.stats(index);
-        progress.update(&format!(
-            "  {:<24} {:>4.1}s  acquired {:>5}  refused {:>5}",
-            row.name,
-            started.elapsed().as_secs_f64(),
-            stats.acquired,
-            stats.refused
-        ));
+        progress.update(&line(&row.name, started.elapsed(), &board.stats(index)));
     }
     row.stats = board.stats(index);
-    progress.finish(&format!(
-        "  {:<24} {:>4.1}s  acquired {:>5}  refused {:>5}",
-        row.name,
-        length.as_secs_f64(),
-        row.stats.acquired,
-        row.stats.refused
-    ));
+    progress.finish(&line(&row.name, length, &row.stats));
     row
+}
+
+/// A phase's progress: acquisitions, and refusals by reason.
+fn line(name: &str, elapsed: Duration, stats: &PhaseStats) -> String {
+    format!(
+        "  {name:<24} {:>4.1}s  acquired {:>5}  refused: contention {:>5}, no majority {:>5}",
+        elapsed.as_secs_f64(),
+        stats.acquired,
+        stats.contention,
+        stats.no_majority
+    )
 }

@@ -7,6 +7,7 @@
 //!   harness, and the harness depends on the lock library: the other way round would be a cycle.
 
 mod demo;
+mod duration;
 mod progress;
 mod report;
 mod scenarios;
@@ -49,9 +50,9 @@ enum Command {
         /// Where to write the SVG timeline
         #[arg(long, value_name = "PATH", default_value = "quorlock-demo.svg")]
         svg: PathBuf,
-        /// Length of each of the 4 phases, in seconds
-        #[arg(long, value_name = "SECONDS", default_value_t = 3.0)]
-        phase: f64,
+        /// Length of each of the 4 phases (at least 500ms)
+        #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = duration::parse)]
+        phase: Duration,
         /// Number of contending workers (split over 2 resources)
         #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
         workers: u16,
@@ -68,14 +69,11 @@ async fn main() -> ExitCode {
 }
 
 /// Runs the demo, stopping every master it started on Ctrl-C or SIGTERM.
-async fn run_demo(svg: PathBuf, phase: f64, workers: u16) -> ExitCode {
-    let phase = match Duration::try_from_secs_f64(phase) {
-        Ok(phase) if phase >= Duration::from_millis(500) => phase,
-        _ => {
-            eprintln!("quorlock-chaos: --phase {phase} must be at least 0.5 seconds");
-            return ExitCode::from(64);
-        }
-    };
+async fn run_demo(svg: PathBuf, phase: Duration, workers: u16) -> ExitCode {
+    if phase < Duration::from_millis(500) {
+        eprintln!("quorlock-chaos: --phase {phase:?} must be at least 500ms");
+        return ExitCode::from(64);
+    }
     let options = demo::Options {
         svg,
         phase,

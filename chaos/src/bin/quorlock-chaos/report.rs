@@ -1,5 +1,6 @@
-//! The demo's summary: one row per phase (masters up, locks acquired and refused, acquire
-//! latency), then the checks over the whole run.
+//! The demo's summary: one row per phase (masters up, locks acquired, attempts refused by reason,
+//! acquire latency), then the checks over the whole run. Refusals for contention are the lock
+//! doing its job (another worker held it); refusals for want of a majority are the faults.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -25,19 +26,25 @@ pub fn table(rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<name_width$}  {:>10}  {:>8}  {:>8}  {:>11}  {:>11}",
-        "phase", "masters up", "acquired", "refused", "p50 acquire", "p99 acquire"
+        "{:<name_width$}  {:>10}  {:>8}  {:>12}  {:>12}  {:>11}  {:>11}",
+        "phase", "masters up", "acquired", "refused:", "refused:", "p50 acquire", "p99 acquire"
+    );
+    let _ = writeln!(
+        out,
+        "{:<name_width$}  {:>10}  {:>8}  {:>12}  {:>12}  {:>11}  {:>11}",
+        "", "", "", "contention", "no majority", "", ""
     );
     for row in rows {
         let mut latencies = row.stats.latencies.clone();
         latencies.sort_unstable();
         let _ = writeln!(
             out,
-            "{:<name_width$}  {:>10}  {:>8}  {:>8}  {:>11}  {:>11}",
+            "{:<name_width$}  {:>10}  {:>8}  {:>12}  {:>12}  {:>11}  {:>11}",
             row.name,
             format!("{} of {}", row.up, row.masters),
             row.stats.acquired,
-            row.stats.refused,
+            row.stats.contention,
+            row.stats.no_majority,
             percentile(&latencies, 50).map_or_else(|| "-".to_owned(), millis),
             percentile(&latencies, 99).map_or_else(|| "-".to_owned(), millis),
         );
@@ -80,7 +87,14 @@ mod tests {
             stats: PhaseStats::default(),
         }];
         let t = table(&rows);
-        assert_eq!(t.lines().count(), 2);
-        assert!(t.lines().nth(1).is_some_and(|l| l.contains("5 of 5")), "{t}");
+        assert_eq!(t.lines().count(), 3);
+        assert!(t.lines().next().is_some_and(|l| l.contains("refused:")), "{t}");
+        assert!(
+            t.lines()
+                .nth(1)
+                .is_some_and(|l| l.contains("contention") && l.contains("no majority")),
+            "{t}"
+        );
+        assert!(t.lines().nth(2).is_some_and(|l| l.contains("5 of 5")), "{t}");
     }
 }

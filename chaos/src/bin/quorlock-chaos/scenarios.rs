@@ -27,7 +27,7 @@ pub struct RunArgs {
     #[arg(long)]
     scenario: String,
     /// How long clients run, e.g. 30s, 1500ms, 2m.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = crate::duration::parse)]
     duration: Duration,
     /// Number of masters (process backend).
     #[arg(long, default_value_t = 5)]
@@ -39,7 +39,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 4)]
     resources: usize,
     /// Lock TTL.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = crate::duration::parse)]
     ttl: Duration,
     /// Seed of the schedule and the clients (random if not given; always reported).
     #[arg(long)]
@@ -108,29 +108,6 @@ pub enum BackendArg {
     Process,
     /// docker compose services.
     Compose,
-}
-
-/// Parses `1500ms`, `30s`, `2m`, `1.5s` (a bare number is seconds).
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {text:?}: expected e.g. 30s, 1500ms, 2m"))?;
-    let seconds = match unit.trim() {
-        "ms" => value / 1000.0,
-        "" | "s" => value,
-        "m" | "min" => value * 60.0,
-        other => {
-            return Err(format!(
-                "invalid duration unit {other:?} in {text:?}: use ms, s or m"
-            ))
-        }
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("invalid duration {text:?}: {e}"))
 }
 
 /// `list`: one line per scenario.
@@ -296,17 +273,6 @@ async fn run_one(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
-        assert!(parse_duration("3h").unwrap_err().contains("3h"));
-        assert!(parse_duration("fast").is_err());
-    }
 
     #[test]
     fn scenario_sets_and_svg_names() {

@@ -2,15 +2,18 @@
 //! doing a deliberately unsafe read-modify-write that only the lock keeps correct.
 //!
 //! Every outcome is counted against the phase it happened in: an acquisition against the phase it
-//! was granted in (its hold and release may end in the next), a refusal (another worker held the
-//! lock, or too few masters answered) against the phase it came back in. Every hold is recorded in
-//! the run's [`History`] for the checker and the timeline.
+//! was granted in (its hold and release may end in the next), a refusal against the phase it came
+//! back in, by its reason: contention (another worker held the lock: the lock doing its job) or no
+//! majority (too few masters answered). Every hold is recorded in the run's [`History`] for the
+//! checker and the timeline, and every refusal, with its time and reason, for the timeline's rate
+//! panel.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use quorlock::Quorlock;
+use quorlock::{AcquireError, NodeErrorKind, Quorlock};
+use quorlock_chaos::svg::{Refusal, RefusalKind};
 use quorlock_chaos::{History, LockRecord};
 use rand::Rng;
 use tokio::task::JoinHandle;
@@ -27,9 +30,10 @@ const REFUSED_PAUSE: Duration = Duration::from_millis(100);
 pub struct PhaseStats {
     /// Locks acquired.
     pub acquired: u64,
-    /// Attempts that did not get a majority: another worker held the lock, or too few masters
-    /// answered.
-    pub refused: u64,
+    /// Attempts refused because another worker held the lock.
+    pub contention: u64,
+    /// Attempts refused because too few masters answered to make a majority.
+    pub no_majority: u64,
     /// Time from calling acquire to holding the lock, per acquisition.
     pub latencies: Vec<Duration>,
     /// The message of the refusal that saw the most unreachable masters (the latest among equals).
@@ -47,6 +51,8 @@ pub struct Board {
     witness: Vec<AtomicU64>,
     /// Increments the workers completed under the lock.
     increments: AtomicU64,
+    /// Every refusal, with its time and reason.
+    refusals: Mutex<Vec<Refusal>>,
 }
 
 impl Board {
@@ -59,7 +65,16 @@ impl Board {
             history,
             witness: (0..resources).map(|_| AtomicU64::new(0)).collect(),
             increments: AtomicU64::new(0),
+            refusals: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Every refusal so far, in the order they came back.
+    pub fn refusals(&self) -> Vec<Refusal> {
+        self.refusals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Starts counting outcomes against phase `index`.
@@ -150,8 +165,20 @@ async fn work(locks: Quorlock, board: Arc<Board>, client: usize, which: usize, r
             }
             Err(err) => {
                 let unreachable = err.failures().iter().filter(|f| f.kind.is_unreachable()).count();
+                let kind = reason(&err, locks.masters(), locks.quorum());
+                board
+                    .refusals
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(Refusal {
+                        at: clock.now(),
+                        kind,
+                    });
                 board.record(|s| {
-                    s.refused += 1;
+                    match kind {
+                        RefusalKind::Contention => s.contention += 1,
+                        RefusalKind::NoMajority => s.no_majority += 1,
+                    }
                     if s.reason.as_ref().is_none_or(|(most, _)| unreachable >= *most) {
                         s.reason = Some((unreachable, err.to_string()));
                     }
@@ -165,5 +192,42 @@ async fn work(locks: Quorlock, board: Arc<Board>, client: usize, which: usize, r
             }
         };
         tokio::time::sleep(pause).await;
+    }
+}
+
+/// Why an attempt was refused: no majority when the masters that did not answer leave fewer than a
+/// majority able to, else contention when another worker held it on some master.
+fn reason(err: &AcquireError, masters: usize, quorum: usize) -> RefusalKind {
+    let kinds: Vec<&NodeErrorKind> = err.failures().iter().map(|f| &f.kind).collect();
+    classify(&kinds, masters, quorum)
+}
+
+/// [`reason`], on the kinds of the failed masters.
+fn classify(kinds: &[&NodeErrorKind], masters: usize, quorum: usize) -> RefusalKind {
+    let unreachable = kinds.iter().filter(|k| k.is_unreachable()).count();
+    let contended = kinds.iter().any(|k| k.is_contention());
+    if masters.saturating_sub(unreachable) < quorum || !contended {
+        RefusalKind::NoMajority
+    } else {
+        RefusalKind::Contention
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_for_want_of_a_majority_only_when_too_few_masters_could_answer() {
+        let (held, down) = (NodeErrorKind::Held, NodeErrorKind::Timeout);
+        // 2 of 5 down, held elsewhere on one: the lock doing its job.
+        assert_eq!(classify(&[&down, &down, &held], 5, 3), RefusalKind::Contention);
+        // 3 of 5 down: nobody can hold it, whatever the others say.
+        assert_eq!(
+            classify(&[&down, &down, &down, &held], 5, 3),
+            RefusalKind::NoMajority
+        );
+        // Only unreachable masters and no holder: not contention.
+        assert_eq!(classify(&[&down], 5, 3), RefusalKind::NoMajority);
     }
 }

@@ -2,34 +2,69 @@
 //! masters (`flock(1)` across machines), take and release locks from scripts, inspect a lock, and
 //! start the demo. See `quorlock --help` for the commands, examples and exit codes.
 
+//!
+//! One concern per module:
+//! - `args`: the command line, its environment variables and its help text; `cmdline`: which of
+//!   an option's sources counts (before or after the subcommand, command line or environment);
+//! - `duration`: human durations (`30s`, `500ms`, `2m`), humantime's grammar;
+//! - `secrets`: masters from a file, a password from the environment, a token from stdin;
+//! - `connect`: the masters, TLS files, and the client built from them;
+//! - `exit`: the documented exit codes and the one-line failure;
+//! - `voice`: everything said on stderr, in one voice; `logging`: the library's warnings in it;
+//! - `waiting`: the status line while waiting for a lock on a terminal;
+//! - `report`: the `--json` object (schema 1);
+//! - `signals`: the stop signals caught and forwarded;
+//! - `child`: the command, in its own process group;
+//! - `tether`: the process between quorlock and the command, which kills the command's group if
+//!   quorlock dies;
+//! - `run`: `quorlock run`, the command under the lock;
+//! - `handoff`: `quorlock acquire` / `quorlock release` for scripts;
+//! - `status`: `quorlock status`;
+//! - `demo`: `quorlock demo`, handed over to the demo binary;
+//! - `completions`: `quorlock completions SHELL` and `quorlock man`;
+//! - `dispatch`: from the parsed command line to the module that runs it.
+
 #![forbid(unsafe_code)]
 
-mod cli;
+mod args;
+mod child;
+mod cmdline;
+mod completions;
+mod connect;
+mod demo;
+mod dispatch;
+mod duration;
+mod exit;
+mod handoff;
+mod logging;
+mod report;
+mod run;
+mod secrets;
+mod signals;
+mod status;
+mod tether;
+mod voice;
+mod waiting;
 
 use std::future::Future;
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
-use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
-use cli::args::Cli;
-use cli::exit::{Failure, OK, SOFTWARE, USAGE};
+use exit::{Failure, OK, SOFTWARE, USAGE};
 
 fn main() -> ExitCode {
-    if let Some(tethered) = cli::tether::requested() {
+    if let Some(tethered) = tether::requested() {
         return match tethered {
             Ok(tethered) => block_on(tethered.run()),
             Err(failure) => fail(&failure),
         };
     }
-    let cli = match Cli::try_parse() {
+    let cli = match cmdline::parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(err) => return ExitCode::from(usage(&err)),
     };
-    logging(cli.verbose);
-    block_on(cli::dispatch(cli))
+    block_on(dispatch::dispatch(cli))
 }
 
 /// Runs `work` on a single-threaded runtime and turns its result into the exit code.
@@ -49,9 +84,11 @@ fn block_on(work: impl Future<Output = Result<u8, Failure>>) -> ExitCode {
     }
 }
 
-/// Prints `failure` as one line and returns its exit code.
+/// Prints `failure` as one line (not the lock held elsewhere with `-q`) and returns its exit code.
 fn fail(failure: &Failure) -> ExitCode {
-    eprintln!("quorlock: {failure}");
+    if !(failure.is_held_elsewhere() && voice::quiet()) {
+        voice::error(&failure.to_string());
+    }
     ExitCode::from(failure.code)
 }
 
@@ -76,32 +113,8 @@ fn usage(err: &clap::Error) -> u8 {
                 .collect();
             let message = message.join(" ");
             let message = message.strip_prefix("error: ").unwrap_or(&message);
-            eprintln!("quorlock: {message} (see --help)");
+            voice::error(&format!("{message} (see --help)"));
             USAGE
         }
-    }
-}
-
-/// Warnings of the library go to stderr (an even number of masters, a master unreachable at
-/// start, replicas attached); `-v` adds debug output, `-vv` trace output; `RUST_LOG` overrides. The
-/// persistence warnings (target `quorlock::persistence`: no AOF, `appendfsync` below `always`),
-/// which the restart grace already answers, are left to `-v`: they would otherwise come with every
-/// invocation on such masters.
-fn logging(verbose: u8) {
-    let default = match verbose {
-        0 => "quorlock=warn,quorlock::persistence=error",
-        1 => "quorlock=debug",
-        _ => "quorlock=trace,redis=debug",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let output = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .compact();
-    if verbose == 0 {
-        output.without_time().with_target(false).init();
-    } else {
-        output.init();
     }
 }

@@ -29,7 +29,7 @@ use nix::unistd::{getpgrp, getppid, Pid};
 use tokio::process::Command;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::cli::exit::{self, Failure, SOFTWARE, USAGE};
+use crate::exit::{self, Failure, SOFTWARE, USAGE};
 
 /// The hidden first argument that makes `quorlock` the process between itself and the command.
 pub const ARG: &str = "__tethered";

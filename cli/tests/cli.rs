@@ -2,9 +2,29 @@
 //! lock stopping the command, signals releasing the lock (after the command's whole group is
 //! gone), acquire/release from scripts reaching a slow master before the exit, status, the
 //! warnings shown by default, and the restart grace on fresh masters.
-#![cfg(feature = "cli")]
+//!
+//! Each item of the command's interface has a module of its own under `cli/`: flock's flags and
+//! the environment (`flags`), secrets off the command line (`secrets`), TLS (`tls`), the JSON
+//! schemas (`json`), completions and the man page (`completions`), the waiting line through a
+//! pseudo-terminal (`waiting`), and the voice of warnings and errors (`voice`).
 
 mod common;
+#[path = "cli/completions.rs"]
+mod completions;
+#[path = "cli/flags.rs"]
+mod flags;
+#[path = "cli/json.rs"]
+mod json;
+#[path = "cli/secrets.rs"]
+mod secrets;
+#[path = "cli/tls.rs"]
+mod tls;
+#[path = "../../tests/tls_pki/mod.rs"]
+mod tls_pki;
+#[path = "cli/voice.rs"]
+mod voice;
+#[path = "cli/waiting.rs"]
+mod waiting;
 
 use std::path::Path;
 use std::process::{Output, Stdio};
@@ -28,10 +48,8 @@ fn quorlock(c: &Cluster, args: &[&str]) -> Command {
 
 /// `quorlock --nodes <urls> --node-timeout <node_timeout> ARGS...`, output captured.
 fn quorlock_on(urls: &[String], node_timeout: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.env_remove("QUORLOCK_NODES")
-        .env_remove("RUST_LOG")
-        .arg("--nodes")
+    let mut cmd = bare();
+    cmd.arg("--nodes")
         .arg(urls.join(","))
         .args(["--node-timeout", node_timeout])
         .args(args)
@@ -40,6 +58,29 @@ fn quorlock_on(urls: &[String], node_timeout: &str, args: &[&str]) -> Command {
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     cmd
+}
+
+/// `quorlock` with none of its variables from this process's environment, output captured.
+fn bare() -> Command {
+    let mut cmd = Command::new(BIN);
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy().into_owned();
+        if name.starts_with("QUORLOCK_") || name == "REDISCLI_AUTH" || name == "RUST_LOG" {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// The last line of stdout, as JSON (a run's report follows the command's own output).
+fn json_of(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {text:?}"))
 }
 
 /// Runs to completion within [`LIMIT`].
@@ -496,15 +537,15 @@ async fn acquire_release_and_status_with_one_master_down() {
 #[tokio::test]
 async fn usage_and_config_errors_have_their_own_codes() {
     let out = output({
-        let mut cmd = Command::new(BIN);
-        cmd.env_remove("QUORLOCK_NODES").args(["status", "k"]);
+        let mut cmd = bare();
+        cmd.args(["status", "k"]);
         cmd
     })
     .await;
     assert_eq!(code(&out), 78, "{}", stderr(&out));
     assert!(stderr(&out).contains("QUORLOCK_NODES"), "{}", stderr(&out));
     let out = output({
-        let mut cmd = Command::new(BIN);
+        let mut cmd = bare();
         cmd.args(["run", "--ttl", "30", "k", "--", "true"]);
         cmd
     })
@@ -519,7 +560,7 @@ async fn usage_and_config_errors_have_their_own_codes() {
     // A zero TTL or node timeout is a bad flag like any other, refused before any master is asked.
     for flags in [["--ttl", "0s"], ["--node-timeout", "0ms"]] {
         let out = output({
-            let mut cmd = Command::new(BIN);
+            let mut cmd = bare();
             cmd.args(["--nodes", "redis://127.0.0.1:1", "acquire"])
                 .args(flags)
                 .arg("k");

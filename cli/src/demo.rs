@@ -3,15 +3,18 @@
 //! The demo starts and breaks local masters with the chaos harness, and the harness itself
 //! depends on this crate, so the demo cannot be compiled into this binary without a dependency
 //! cycle. When `quorlock-chaos` was built next to this binary (a workspace build), `quorlock demo`
-//! runs it; otherwise it says how to run the demo from a source checkout.
+//! runs it; otherwise it says how to run the demo from a source checkout. Its options are declared
+//! here too, so `quorlock demo --help` is quorlock's own.
 
-use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::cli::args::DemoArgs;
-use crate::cli::exit::{Failure, UNAVAILABLE};
+use crate::args::DemoArgs;
+use crate::exit::{Failure, UNAVAILABLE, USAGE};
+
+/// The shortest phase the demo takes.
+const MIN_PHASE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The binary that carries the demo.
 const DEMO_BINARY: &str = "quorlock-chaos";
@@ -19,8 +22,18 @@ const DEMO_BINARY: &str = "quorlock-chaos";
 /// Replaces this process with `quorlock-chaos demo ARGS...`.
 ///
 /// # Errors
-/// [`UNAVAILABLE`] when the demo binary is not next to this one, or cannot be executed.
+/// [`USAGE`] for a phase under 500ms; [`UNAVAILABLE`] when the demo binary is not next to this
+/// one, or cannot be executed.
 pub fn demo(args: DemoArgs) -> Failure {
+    if args.phase < MIN_PHASE {
+        return Failure::new(
+            USAGE,
+            format!(
+                "--phase {} must be at least 500ms",
+                crate::duration::show(args.phase)
+            ),
+        );
+    }
     let Some(binary) = sibling() else {
         return Failure::new(
             UNAVAILABLE,
@@ -31,7 +44,12 @@ pub fn demo(args: DemoArgs) -> Failure {
     };
     let err = Command::new(&binary)
         .arg("demo")
-        .args::<_, OsString>(args.args)
+        .arg("--svg")
+        .arg(&args.svg)
+        .arg("--phase")
+        .arg(format!("{}ms", args.phase.as_millis()))
+        .arg("--workers")
+        .arg(args.workers.to_string())
         .exec();
     Failure::new(UNAVAILABLE, format!("cannot run {}: {err}", binary.display()))
 }

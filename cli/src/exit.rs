@@ -19,13 +19,13 @@ pub const UNAVAILABLE: u8 = 69;
 /// Something failed inside quorlock itself (`EX_SOFTWARE`).
 pub const SOFTWARE: u8 = 70;
 /// The lock was not acquired within `--wait`: it is held by another holder, or no majority of
-/// masters answered (`EX_TEMPFAIL`: try again later).
+/// masters answered (`EX_TEMPFAIL`: try again later). `-E N` turns the first case into `N`.
 pub const NOT_ACQUIRED: u8 = 75;
 /// The lock was lost: while the command ran (`run`), or before it was released (`release`, or
 /// `run` finding at release time that the lock had expired).
 pub const LOST: u8 = 76;
-/// The masters are not configured or not usable: no `--nodes` and no `QUORLOCK_NODES`, an invalid
-/// URL, rejected credentials (`EX_CONFIG`).
+/// The masters are not configured or not usable: no masters given, an invalid URL, a file that
+/// cannot be read (`--nodes-file`, `--tls-*`), rejected credentials (`EX_CONFIG`).
 pub const CONFIG: u8 = 78;
 /// The command was found but could not be executed (as in shells).
 pub const CANNOT_EXECUTE: u8 = 126;
@@ -41,6 +41,28 @@ pub struct Failure {
     pub code: u8,
     /// One line saying what went wrong, naming the bad value.
     pub message: String,
+    /// Why a lock was not acquired, when that is the failure.
+    pub refusal: Option<Refusal>,
+}
+
+/// Why a lock was not acquired within `--wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Another holder has it (on at least one master): flock's conflict, which `-E` and `-q` are
+    /// about.
+    Held,
+    /// Too few masters answered, or answered in time, to grant it.
+    NoMajority,
+}
+
+impl Refusal {
+    /// The name in JSON output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Refusal::Held => "held",
+            Refusal::NoMajority => "no_majority",
+        }
+    }
 }
 
 impl Failure {
@@ -49,7 +71,26 @@ impl Failure {
         Self {
             code,
             message: message.into(),
+            refusal: None,
         }
+    }
+
+    /// The lock was not acquired; with `conflict_code` (`-E N`), a lock held elsewhere exits `N`.
+    pub fn not_acquired(err: AcquireError, conflict_code: Option<u8>) -> Self {
+        Self::from(err).with_conflict_code(conflict_code)
+    }
+
+    /// This failure, exiting with `conflict_code` if it is the lock being held elsewhere.
+    fn with_conflict_code(mut self, conflict_code: Option<u8>) -> Self {
+        if let (Some(Refusal::Held), Some(code)) = (self.refusal, conflict_code) {
+            self.code = code;
+        }
+        self
+    }
+
+    /// Whether this is the lock being held elsewhere, which `-q` keeps quiet about.
+    pub fn is_held_elsewhere(&self) -> bool {
+        self.refusal == Some(Refusal::Held)
     }
 
     /// The command could not be started.
@@ -77,11 +118,16 @@ impl From<BuildError> for Failure {
 
 impl From<AcquireError> for Failure {
     fn from(err: AcquireError) -> Self {
-        let code = match err {
-            AcquireError::Input(_) => USAGE,
-            _ => NOT_ACQUIRED,
+        let (code, refusal) = match err {
+            AcquireError::Input(_) => (USAGE, None),
+            AcquireError::Rng(_) => (SOFTWARE, None),
+            _ if err.is_contended() => (NOT_ACQUIRED, Some(Refusal::Held)),
+            _ => (NOT_ACQUIRED, Some(Refusal::NoMajority)),
         };
-        Self::new(code, err.to_string())
+        Self {
+            refusal,
+            ..Self::new(code, err.to_string())
+        }
     }
 }
 
@@ -130,5 +176,19 @@ mod tests {
     fn messages_are_one_line() {
         let f = Failure::new(CONFIG, "a\nb");
         assert_eq!(f.to_string(), "a b");
+    }
+
+    #[test]
+    fn only_a_lock_held_elsewhere_takes_the_conflict_exit_code() {
+        let refused = |refusal| Failure {
+            refusal: Some(refusal),
+            ..Failure::new(NOT_ACQUIRED, "not acquired")
+        };
+        let held = refused(Refusal::Held).with_conflict_code(Some(0));
+        assert_eq!((held.code, held.is_held_elsewhere()), (0, true));
+        let down = refused(Refusal::NoMajority).with_conflict_code(Some(0));
+        assert_eq!((down.code, down.is_held_elsewhere()), (NOT_ACQUIRED, false));
+        assert_eq!(refused(Refusal::Held).with_conflict_code(None).code, NOT_ACQUIRED);
+        assert_eq!(Failure::new(CONFIG, "x").with_conflict_code(Some(0)).code, CONFIG);
     }
 }

@@ -1,7 +1,8 @@
 //! `quorlock status KEY`: each master's view of a lock, and whether one token holds a majority.
 //!
 //! For operators: which masters answer, which token each holds and for how much longer, and the
-//! verdict the lock's clients would reach. A read-only snapshot; it never changes the lock.
+//! verdict the lock's clients would reach. A read-only snapshot; it never changes the lock. With
+//! `--json`, the state goes into the invocation's report (see `report`).
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -9,25 +10,34 @@ use std::time::Duration;
 use quorlock::{Inspection, MasterState, NodeErrorKind};
 use serde_json::{json, Value};
 
-use crate::cli::args::StatusArgs;
-use crate::cli::connect::Masters;
-use crate::cli::duration::show;
-use crate::cli::exit::{Failure, OK, UNAVAILABLE, USAGE};
+use crate::args::StatusArgs;
+use crate::connect::Masters;
+use crate::duration::show;
+use crate::exit::{Failure, OK, UNAVAILABLE, USAGE};
+use crate::report::Report;
 
-/// Prints the lock's state as a table, or as one JSON object with `--json`, and returns 0, or 69
+/// Prints the lock's state as a table, or fills the report for `--json`, and returns 0, or 69
 /// when fewer than a majority of the masters answered (the state printed is then partial, and no
 /// lock can be taken).
 ///
 /// # Errors
 /// A configuration error, or an empty key.
-pub async fn status(args: StatusArgs, masters: &Masters) -> Result<u8, Failure> {
+pub async fn status(args: StatusArgs, report: &mut Report) -> Result<u8, Failure> {
+    let masters = Masters {
+        args: args.masters.clone(),
+        restart_grace: None,
+    };
     let locks = masters.connect(Duration::ZERO).await?;
     let inspection = locks
         .inspect(&args.key)
         .await
         .map_err(|e| Failure::new(USAGE, e.to_string()))?;
     if args.json {
-        println!("{}", to_json(&inspection));
+        if let Value::Object(fields) = to_json(&inspection) {
+            for (name, value) in fields {
+                report.set(&name, value);
+            }
+        }
     } else {
         print!("{}", to_table(&inspection));
     }
@@ -115,12 +125,13 @@ fn one_line(kind: &NodeErrorKind) -> String {
     kind.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The machine-readable form.
+/// The machine-readable form: the fields `status` adds to the report (`stored_key` is the key on
+/// the masters, with `--key-prefix`).
 fn to_json(i: &Inspection) -> Value {
     let nodes: Vec<Value> = i.masters.iter().map(node_json).collect();
     json!({
         "resource": i.resource,
-        "key": i.key,
+        "stored_key": i.key,
         "masters": i.masters.len(),
         "quorum": i.quorum,
         "reachable": i.reachable(),

@@ -1,7 +1,8 @@
 //! `quorlock run`: take the lock, run the command while the lock is held, release it after.
 //!
 //! The order of events is what makes this safe to put in front of a cron job or a migration:
-//! 1. acquire, waiting up to `--wait` (exit 75 if not acquired; a stop signal aborts the wait);
+//! 1. acquire, waiting up to `--wait` (exit 75 if not acquired, or `-E N` when it is held
+//!    elsewhere; a stop signal aborts the wait), with the status line on a terminal;
 //! 2. start the command with `QUORLOCK_KEY`, `QUORLOCK_TOKEN` and `QUORLOCK_VALIDITY_MS` (and
 //!    `QUORLOCK_FENCE`, the fencing token, with `--fence`);
 //! 3. while it runs, the watchdog keeps the lock alive; if the lock is lost anyway, SIGTERM the command's process
@@ -10,6 +11,8 @@
 //!    wait for the whole group, not only the command (see `child`);
 //! 5. release the lock the moment the command ends, and exit with the command's own code once the
 //!    release has reached every master that answers (not only the majority it returned at).
+//!
+//! With `--json`, what happened goes into the invocation's report (see `report`).
 
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -19,34 +22,53 @@ use quorlock::{Guard, Quorlock, ReleaseError};
 use tokio::time::Instant;
 use tracing::{debug, info};
 
-use crate::cli::args::RunArgs;
-use crate::cli::child::{self, Supervised};
-use crate::cli::connect::{take, Masters};
-use crate::cli::duration::show;
-use crate::cli::exit::{self, Failure, LOST, SOFTWARE};
-use crate::cli::signals::Signals;
+use crate::args::RunArgs;
+use crate::child::{self, Supervised};
+use crate::connect::{take, Masters};
+use crate::duration::show;
+use crate::exit::{self, Failure, LOST, SOFTWARE};
+use crate::report::{millis, Report};
+use crate::signals::Signals;
+use crate::{voice, waiting};
 
-/// Runs `args.command` under the lock on `args.key` and returns the exit code.
+/// Runs the command under the lock on `args.key` and returns the exit code.
 ///
 /// # Errors
-/// A [`Failure`] carrying the exit code: not acquired (75), lost (76), cannot run the command
-/// (126/127), interrupted while waiting (128 + signal), or a configuration error.
-pub async fn run(args: RunArgs, masters: &Masters, signals: &mut Signals) -> Result<u8, Failure> {
+/// A [`Failure`] carrying the exit code: not acquired (75, or `-E N`), lost (76), cannot run the
+/// command (126/127), interrupted while waiting (128 + signal), or a configuration error.
+pub async fn run(args: RunArgs, signals: &mut Signals, report: &mut Report) -> Result<u8, Failure> {
+    let masters = Masters {
+        args: args.masters.clone(),
+        restart_grace: args.lock.restart_grace,
+    };
     masters
-        .with_client(args.lock.wait, |locks| run_with(locks, args, signals))
+        .with_client(args.lock.wait(), |locks| run_with(locks, args, signals, report))
         .await
 }
 
-async fn run_with(locks: Quorlock, args: RunArgs, signals: &mut Signals) -> Result<u8, Failure> {
-    let guard = tokio::select! {
-        acquired = take(&locks, &args.key, args.lock.ttl, args.lock.fence) => acquired?,
+async fn run_with(
+    locks: Quorlock,
+    args: RunArgs,
+    signals: &mut Signals,
+    report: &mut Report,
+) -> Result<u8, Failure> {
+    report.set("ttl_ms", millis(args.lock.ttl));
+    let started = Instant::now();
+    let acquired = tokio::select! {
+        acquired = waiting::while_waiting(&locks, &args.key, take(&locks, &args.key, args.lock.ttl, args.lock.fence)) => acquired,
         signal = signals.recv() => {
+            report.set("waited_ms", millis(started.elapsed()));
             return Err(Failure::new(
                 exit::signaled(signal as i32),
                 format!("{signal} while waiting for the lock on {:?}; nothing was run", args.key),
             ));
         }
     };
+    report.set("waited_ms", millis(started.elapsed()));
+    let guard = acquired.map_err(|e| Failure::not_acquired(e, args.lock.conflict_exit_code))?;
+    report.set("token", guard.token());
+    report.set("fence", guard.fencing_token());
+    report.set("validity_ms", millis(guard.validity()));
     info!(key = %args.key, validity_ms = guard.validity().as_millis() as u64, "lock acquired");
     // Renewed every ttl/3 by the watchdog while the command runs; `guard.lost()` fires if it fails.
     guard.keep_alive();
@@ -58,7 +80,7 @@ async fn run_with(locks: Quorlock, args: RunArgs, signals: &mut Signals) -> Resu
     if let Some(fence) = guard.fencing_token() {
         env.push(("QUORLOCK_FENCE", fence.to_string()));
     }
-    let mut command = match child::spawn(&args.command, &env) {
+    let mut command = match child::spawn(&args.argv(), &env) {
         Ok(command) => command,
         Err(failure) => {
             release_quietly(guard).await;
@@ -66,7 +88,21 @@ async fn run_with(locks: Quorlock, args: RunArgs, signals: &mut Signals) -> Resu
         }
     };
     let end = supervise(&mut command, &guard, signals, args.grace).await;
-    finish(end, guard, &args).await
+    match &end {
+        End::Exited(status) | End::Lost(status) => {
+            use std::os::unix::process::ExitStatusExt;
+            report.set("child_exit_code", status.code());
+            report.set(
+                "child_signal",
+                status
+                    .signal()
+                    .map(|s| Signal::try_from(s).map_or_else(|_| s.to_string(), |s| s.to_string())),
+            );
+        }
+        End::Unknown(_) => {}
+    }
+    report.set("lost", matches!(end, End::Lost(_)));
+    finish(end, guard, &args, report).await
 }
 
 /// How the command ended.
@@ -130,11 +166,11 @@ async fn supervise(command: &mut Supervised, guard: &Guard, signals: &mut Signal
 }
 
 /// Releases the lock and turns the command's end into quorlock's exit code.
-async fn finish(end: End, guard: Guard, args: &RunArgs) -> Result<u8, Failure> {
+async fn finish(end: End, guard: Guard, args: &RunArgs, report: &mut Report) -> Result<u8, Failure> {
     let key = &args.key;
     match end {
         End::Lost(status) => {
-            release_quietly(guard).await;
+            report.set("released", release_quietly(guard).await);
             Err(Failure::new(
                 LOST,
                 format!(
@@ -144,41 +180,47 @@ async fn finish(end: End, guard: Guard, args: &RunArgs) -> Result<u8, Failure> {
             ))
         }
         End::Unknown(err) => {
-            release_quietly(guard).await;
+            report.set("released", release_quietly(guard).await);
             Err(Failure::new(
                 SOFTWARE,
                 format!("lost track of the command: {err}"),
             ))
         }
-        End::Exited(status) => match guard.release().await {
-            Ok(released) => {
-                debug!(held = released.held, masters = released.masters, "lock released");
-                Ok(exit::of_child(status))
+        End::Exited(status) => {
+            let released = guard.release().await;
+            report.set("released", released.is_ok());
+            match released {
+                Ok(released) => {
+                    debug!(held = released.held, masters = released.masters, "lock released");
+                    Ok(exit::of_child(status))
+                }
+                Err(
+                    err @ (ReleaseError::Expired { .. }
+                    | ReleaseError::TakenOver { .. }
+                    | ReleaseError::Absent { .. }),
+                ) => Err(Failure::new(
+                    LOST,
+                    format!("the command ended ({}), but {err}", describe(status)),
+                )),
+                Err(err) => {
+                    // The command's own result stands; the keys left behind expire with the TTL.
+                    voice::warning(&format!("{err}; the rest expires within {}", show(args.lock.ttl)));
+                    Ok(exit::of_child(status))
+                }
             }
-            Err(
-                err @ (ReleaseError::Expired { .. }
-                | ReleaseError::TakenOver { .. }
-                | ReleaseError::Absent { .. }),
-            ) => Err(Failure::new(
-                LOST,
-                format!("the command ended ({}), but {err}", describe(status)),
-            )),
-            Err(err) => {
-                // The command's own result stands; the keys left behind expire with the TTL.
-                eprintln!(
-                    "quorlock: warning: {err}; the rest expires within {}",
-                    show(args.lock.ttl)
-                );
-                Ok(exit::of_child(status))
-            }
-        },
+        }
     }
 }
 
-/// Releases a lock whose outcome no longer changes the exit code.
-async fn release_quietly(guard: Guard) {
-    if let Err(err) = guard.release().await {
-        debug!(%err, "release after the command");
+/// Releases a lock whose outcome no longer changes the exit code; whether the release was
+/// confirmed.
+async fn release_quietly(guard: Guard) -> bool {
+    match guard.release().await {
+        Ok(_) => true,
+        Err(err) => {
+            debug!(%err, "release after the command");
+            false
+        }
     }
 }
 

@@ -21,8 +21,8 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::cli::exit::Failure;
-use crate::cli::tether;
+use crate::exit::Failure;
+use crate::tether;
 
 /// This program, for starting the command through it.
 const SELF: &str = "/proc/self/exe";
@@ -47,10 +47,7 @@ pub struct Supervised {
 /// it is started through the tether, the tether reports these the same way, as the command's exit.
 pub fn spawn(command: &[OsString], env: &[(&str, String)]) -> Result<Supervised, Failure> {
     let Some((program, args)) = command.split_first() else {
-        return Err(Failure::new(
-            crate::cli::exit::USAGE,
-            "no command given after the key",
-        ));
+        return Err(Failure::new(crate::exit::USAGE, "no command given after the key"));
     };
     // Through quorlock itself (see `tether`), so that the command does not outlive quorlock; straight
     // when this system has no `/proc/self/exe` to start it from.
@@ -69,12 +66,10 @@ pub fn spawn(command: &[OsString], env: &[(&str, String)]) -> Result<Supervised,
         cmd.env(name, value);
     }
     let child = cmd.spawn().map_err(|e| Failure::spawn(&started, &e))?;
-    let pid = child.id().and_then(|id| i32::try_from(id).ok()).ok_or_else(|| {
-        Failure::new(
-            crate::cli::exit::SOFTWARE,
-            "the command started without a process id",
-        )
-    })?;
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .ok_or_else(|| Failure::new(crate::exit::SOFTWARE, "the command started without a process id"))?;
     debug!(pid, "command started");
     Ok(Supervised {
         child,
