@@ -51,8 +51,11 @@ async fn a_mixed_fleet_gives_each_master_what_it_supports() {
         return;
     };
     let fleet = [&redis, &valkey81, &valkey91];
+    // The counts below need every master to answer every command: a generous node timeout keeps a
+    // loaded machine from turning a slow reply into a timeout (and a missing count).
     let locks = Quorlock::builder()
         .nodes(fleet.iter().map(|c| c.url(0)))
+        .node_timeout(Duration::from_secs(2))
         .build()
         .await
         .expect("build");
