@@ -295,7 +295,13 @@ async fn connections_received(conn: &mut redis::aio::MultiplexedConnection) -> u
 async fn large_ticks_reopen_their_connections_and_keep_renewing() {
     use futures::stream::{self, StreamExt};
     let c = cluster(3).await;
-    let locks = locks(&c).await;
+    // A thousand locks renewed at once on a busy machine: a node timeout well inside the TTL but
+    // far above the default, so the final releases are not refused for a slow reply.
+    let locks = builder(&c)
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .expect("build");
     let ttl = Duration::from_secs(3);
     // The watchdog closes its renewal connections after a tick of at least 1,000 renewals.
     let n = 1_000;
