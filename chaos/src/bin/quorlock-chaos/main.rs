@@ -11,6 +11,7 @@ mod duration;
 mod progress;
 mod report;
 mod scenarios;
+mod signals;
 mod workers;
 
 use std::path::PathBuf;
@@ -56,6 +57,13 @@ enum Command {
         /// Number of contending workers (split over 2 resources)
         #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
         workers: u16,
+        /// Where the masters run: local redis-server processes, or containers of a compose
+        /// project of the demo's own (removed at the end)
+        #[arg(long, value_enum, default_value_t = scenarios::BackendArg::Process)]
+        backend: scenarios::BackendArg,
+        /// Compose file(s) for `--backend compose`, the first the base, each further one layered over it
+        #[arg(long, value_name = "FILE", default_value = "chaos/docker/compose.masters.yml")]
+        compose_file: Vec<PathBuf>,
     },
 }
 
@@ -64,12 +72,24 @@ async fn main() -> ExitCode {
     match Cli::parse().command {
         Command::List => scenarios::list(),
         Command::Run(args) => scenarios::run(args).await,
-        Command::Demo { svg, phase, workers } => run_demo(svg, phase, workers).await,
+        Command::Demo {
+            svg,
+            phase,
+            workers,
+            backend,
+            compose_file,
+        } => {
+            let masters = match backend {
+                scenarios::BackendArg::Process => demo::Masters::Process,
+                scenarios::BackendArg::Compose => demo::Masters::Compose(compose_file),
+            };
+            run_demo(svg, phase, workers, masters).await
+        }
     }
 }
 
 /// Runs the demo, stopping every master it started on Ctrl-C or SIGTERM.
-async fn run_demo(svg: PathBuf, phase: Duration, workers: u16) -> ExitCode {
+async fn run_demo(svg: PathBuf, phase: Duration, workers: u16, masters: demo::Masters) -> ExitCode {
     if phase < Duration::from_millis(500) {
         eprintln!("quorlock-chaos: --phase {phase:?} must be at least 500ms");
         return ExitCode::from(64);
@@ -78,6 +98,7 @@ async fn run_demo(svg: PathBuf, phase: Duration, workers: u16) -> ExitCode {
         svg,
         phase,
         workers: usize::from(workers),
+        masters,
     };
     let (mut interrupt, mut terminate) =
         match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {

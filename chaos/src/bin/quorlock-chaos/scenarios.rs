@@ -14,10 +14,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use quorlock_chaos::compose::project::{ComposeProject, ProjectSpec};
 use quorlock_chaos::drive::{self, Progress};
 use quorlock_chaos::run::{BackendChoice, RunOptions, RunReport, Verdict};
 use quorlock_chaos::workload::ClientMode;
 use quorlock_chaos::{scenario, ComposeOptions, Scenario, SCENARIOS};
+
+use crate::signals::Signals;
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
@@ -53,9 +56,15 @@ pub struct RunArgs {
     /// Where the masters run.
     #[arg(long, value_enum, default_value_t = BackendArg::Process)]
     backend: BackendArg,
-    /// Compose file for `--backend compose` (services redis1..redisN on ports 7001..).
-    #[arg(long, default_value = "docker-compose.yml")]
-    compose_file: PathBuf,
+    /// Compose file(s) for `--backend compose`, the first the base and each further one layered
+    /// over it. Each scenario brings up a project of its own from them (`docker compose up`),
+    /// labelled `quorlock.chaos.run=<id>`, and takes it down again, volumes included.
+    #[arg(long, value_name = "FILE", default_value = "chaos/docker/compose.masters.yml")]
+    compose_file: Vec<PathBuf>,
+    /// With `--backend compose`: the services are already up (`redis1`..`redis5` of the first
+    /// `--compose-file` on 127.0.0.1:7001-7005); fault them but neither start nor remove them.
+    #[arg(long)]
+    compose_running: bool,
     /// Witness Redis URL (a local redis-server is started if not given).
     #[arg(long)]
     witness: Option<String>,
@@ -193,9 +202,52 @@ async fn run_one(
     seed: u64,
     several: bool,
 ) -> Result<RunReport, ExitCode> {
+    // Brought up first so that a signal from here on drops it, which takes it down.
+    let mut signals = Signals::new().map_err(|e| {
+        let _ = writeln!(std::io::stderr(), "error: cannot catch signals: {e}");
+        ExitCode::from(2)
+    })?;
+    let mut project = None;
     let backend = match args.backend {
         BackendArg::Process => BackendChoice::Process,
-        BackendArg::Compose => BackendChoice::Compose(Box::new(ComposeOptions::new(&args.compose_file))),
+        BackendArg::Compose if args.compose_running => {
+            let mut options = ComposeOptions::new(args.compose_file.first().cloned().unwrap_or_default());
+            options.overrides = args.compose_file.iter().skip(1).cloned().collect();
+            BackendChoice::Compose(Box::new(options))
+        }
+        BackendArg::Compose => {
+            let spec = ProjectSpec {
+                files: args.compose_file.clone(),
+                ..ProjectSpec::new("")
+            };
+            let _ = writeln!(
+                std::io::stderr(),
+                "bringing up {} with docker compose",
+                args.compose_file
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            );
+            let up = tokio::select! {
+                up = ComposeProject::up(spec) => up,
+                code = signals.recv() => return Err(code),
+            };
+            match up {
+                Ok(p) => {
+                    if !p.swept().is_empty() {
+                        let _ = writeln!(std::io::stderr(), "swept what killed runs left: {:?}", p.swept());
+                    }
+                    let options = p.options().clone();
+                    project = Some(p);
+                    BackendChoice::Compose(Box::new(options))
+                }
+                Err(e) => {
+                    let _ = writeln!(std::io::stderr(), "error: bringing up the compose masters: {e}");
+                    return Err(ExitCode::from(2));
+                }
+            }
+        }
     };
     let opts = RunOptions {
         scenario,
@@ -235,7 +287,20 @@ async fn run_one(
             let _ = writeln!(err, "{}", progress_line(&p));
         }
     };
-    let outcome = drive::run_with_progress(opts, on_progress).await;
+    // On a signal the run is dropped, then the project (containers, networks, volumes).
+    let outcome = tokio::select! {
+        outcome = drive::run_with_progress(opts, on_progress) => outcome,
+        code = signals.recv() => {
+            drop(project);
+            let _ = writeln!(std::io::stderr(), "\ninterrupted; the run's masters are removed");
+            return Err(code);
+        }
+    };
+    if let Some(project) = project {
+        if let Err(e) = project.down() {
+            let _ = writeln!(std::io::stderr(), "warning: {e}; the next compose run sweeps it");
+        }
+    }
     let mut err = std::io::stderr().lock();
     if terminal && !quiet {
         let _ = writeln!(err);
