@@ -7,9 +7,12 @@
 //! Bringing a project up and always taking it down again is [`project`]'s concern; running the
 //! `docker` program is `docker`'s; finding what a killed run left behind is [`sweep`]'s.
 
+pub mod clients;
 mod docker;
+pub mod drive;
 pub mod project;
 pub mod sweep;
+pub mod wire;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -26,6 +29,9 @@ use crate::error::HarnessError;
 use crate::server::wait_for_ping;
 
 pub(crate) use docker::DockerCommand;
+
+/// How often a pause is tried when the freezer cannot freeze the container at once.
+const PAUSE_ATTEMPTS: u32 = 10;
 
 /// Options for [`Compose`].
 #[derive(Debug, Clone)]
@@ -143,9 +149,23 @@ impl Compose {
         self.run(&["kill", self.service(i)?]).await.map(drop)
     }
 
-    /// `docker compose pause SERVICE`.
+    /// `docker compose pause SERVICE` (the cgroup freezer). A master in the middle of an
+    /// fsync sits in uninterruptible sleep, and the runtime then gives up with "unable to
+    /// freeze"; the pause is retried a few times before that is reported.
     pub async fn pause(&self, i: usize) -> Result<(), HarnessError> {
-        self.run(&["pause", self.service(i)?]).await.map(drop)
+        let service = self.service(i)?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.run(&["pause", service]).await {
+                Err(HarnessError::Command { stderr, .. })
+                    if stderr.contains("unable to freeze") && attempt < PAUSE_ATTEMPTS =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                other => return other.map(drop),
+            }
+        }
     }
 
     /// `docker compose unpause SERVICE`.
@@ -198,6 +218,26 @@ impl Compose {
                 status: "no container".into(),
                 stderr: format!("service {service} has no container; is the project up?"),
             })
+    }
+
+    /// The networks master `i`'s container is on now.
+    pub async fn networks(&self, i: usize) -> Result<Vec<String>, HarnessError> {
+        let container = self.container(i).await?;
+        let listed = self
+            .docker([
+                "inspect",
+                "--format",
+                "{{range $name, $_ := .NetworkSettings.Networks}}{{$name}}\n{{end}}",
+                container.as_str(),
+            ])
+            .output()
+            .await?;
+        Ok(listed
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect())
     }
 
     /// Cuts master `i` off from everyone: `docker network disconnect` from each network its

@@ -78,6 +78,21 @@ impl<'a> DockerCommand<'a> {
         self.check(output)
     }
 
+    /// Runs it and returns its stdout and stderr, whatever its exit status.
+    pub(crate) async fn output_split(&self) -> Result<(String, String), HarnessError> {
+        let output = tokio::process::Command::new(self.program)
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|e| HarnessError::io(format!("running `{}`", self.shown()), e))?;
+        Ok((
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        ))
+    }
+
     /// Runs it to completion, blocking the thread: for `Drop` and signal paths.
     pub(crate) fn output_blocking(&self) -> Result<String, HarnessError> {
         let output = std::process::Command::new(self.program)

@@ -197,14 +197,16 @@ impl Drop for ComposeProject {
     }
 }
 
-/// `docker compose down -v` (containers, networks, volumes), then a sweep of the run's label
-/// for anything `down` does not know about (one-off containers of `compose run`).
+/// Removes everything labelled with the run (the masters, and what compose does not know
+/// about: client and witness containers on the masters' networks, one-off containers), then
+/// `docker compose down --volumes` for what a file without the label made.
 fn take_down(options: &ComposeOptions, run_id: &str) -> Result<Swept, HarnessError> {
+    let swept = sweep::run(&options.docker, &options.env, run_id);
     let down = compose(options)
         .args(["down", "--volumes", "--remove-orphans", "--timeout", "0"])
         .output_blocking();
-    let left = sweep::run(&options.docker, &options.env, run_id)?;
-    down.map(|_| left)
+    let swept = swept?;
+    down.map(|_| swept)
 }
 
 fn compose(options: &ComposeOptions) -> DockerCommand<'_> {
@@ -218,7 +220,7 @@ fn parse_port(out: &str) -> Option<u16> {
 }
 
 /// A loopback port nothing listens on right now (the kernel's choice).
-fn free_port() -> Result<u16, HarnessError> {
+pub(crate) fn free_port() -> Result<u16, HarnessError> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(|e| HarnessError::io("finding a free loopback port", e))?;
     listener

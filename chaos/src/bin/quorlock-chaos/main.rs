@@ -6,6 +6,7 @@
 //!   quorum at work. It lives here rather than in the `quorlock` binary because it needs this
 //!   harness, and the harness depends on the lock library: the other way round would be a cycle.
 
+mod client;
 mod demo;
 mod duration;
 mod progress;
@@ -45,6 +46,9 @@ enum Command {
     List,
     /// Run one scenario and report (exit 0 pass or inconclusive, 1 violation, 2 harness failure)
     Run(scenarios::RunArgs),
+    /// Run one client group's slice of a run's workload and print its history as JSON lines
+    /// (what each client container runs with `run --clients-in-containers`)
+    Client(client::ClientArgs),
     /// Start 5 local masters, run contending workers, kill 2 then 3 masters, restore them, and
     /// print a summary and an SVG timeline
     Demo {
@@ -72,6 +76,7 @@ async fn main() -> ExitCode {
     match Cli::parse().command {
         Command::List => scenarios::list(),
         Command::Run(args) => scenarios::run(args).await,
+        Command::Client(args) => client::run(args).await,
         Command::Demo {
             svg,
             phase,

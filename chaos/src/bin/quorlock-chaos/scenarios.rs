@@ -14,10 +14,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use quorlock_chaos::compose::drive as compose_drive;
 use quorlock_chaos::compose::project::{ComposeProject, ProjectSpec};
 use quorlock_chaos::drive::{self, Progress};
 use quorlock_chaos::run::{BackendChoice, RunOptions, RunReport, Verdict};
 use quorlock_chaos::workload::ClientMode;
+use quorlock_chaos::HarnessError;
 use quorlock_chaos::{scenario, ComposeOptions, Scenario, SCENARIOS};
 
 use crate::signals::Signals;
@@ -65,6 +67,12 @@ pub struct RunArgs {
     /// `--compose-file` on 127.0.0.1:7001-7005); fault them but neither start nor remove them.
     #[arg(long)]
     compose_running: bool,
+    /// With `--backend compose`: run the clients in containers of their own (one per client
+    /// group, this program mounted in) beside a witness container, so that a partition
+    /// disconnects real hosts. Scenarios whose faults need the harness's proxies (latency,
+    /// blackhole, reset) or in-process clients (client-pause) are refused.
+    #[arg(long)]
+    clients_in_containers: bool,
     /// Witness Redis URL (a local redis-server is started if not given).
     #[arg(long)]
     witness: Option<String>,
@@ -288,8 +296,29 @@ async fn run_one(
         }
     };
     // On a signal the run is dropped, then the project (containers, networks, volumes).
+    let in_containers = match (&project, args.clients_in_containers) {
+        (Some(project), true) => Some(project),
+        (None, true) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: --clients-in-containers needs --backend compose without --compose-running"
+            );
+            return Err(ExitCode::from(2));
+        }
+        (_, false) => None,
+    };
+    let run = async {
+        match in_containers {
+            Some(project) => {
+                let binary = std::env::current_exe()
+                    .map_err(|e| HarnessError::Workload(format!("finding this program to mount it: {e}")))?;
+                compose_drive::run(opts, project, &binary).await
+            }
+            None => drive::run_with_progress(opts, on_progress).await,
+        }
+    };
     let outcome = tokio::select! {
-        outcome = drive::run_with_progress(opts, on_progress) => outcome,
+        outcome = run => outcome,
         code = signals.recv() => {
             drop(project);
             let _ = writeln!(std::io::stderr(), "\ninterrupted; the run's masters are removed");
