@@ -2,7 +2,8 @@
 //! offline image comes up, its masters are killed, paused, restarted with their volume kept
 //! or wiped, and cut off with `docker network disconnect`, each checked from the outside; and
 //! nothing labelled with the run is left once the project is gone, even what a killed run
-//! left behind. Without an engine (or without `docker compose`) the tests say so and pass,
+//! left behind; and a partition through client containers of their own is judged like any
+//! run. Without an engine (or without `docker compose`) the tests say so and pass,
 //! unless `QUORLOCK_REQUIRE_DOCKER=1` (as `chaos/test` sets it where Docker runs) makes that a
 //! failure; `chaos/tests/compose.rs` covers the exact calls with a fake `docker` either way.
 
@@ -10,8 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use quorlock_chaos::compose::drive as compose_drive;
 use quorlock_chaos::compose::project::{ComposeProject, ProjectSpec};
 use quorlock_chaos::compose::sweep::RUN_LABEL;
+use quorlock_chaos::run::RunOptions;
+use quorlock_chaos::{scenario, FaultAction};
 use quorlock_chaos::{Backend, Compose, DataMode};
 use redis::AsyncCommands;
 
@@ -217,16 +221,62 @@ async fn a_killed_runs_leftovers_are_swept_and_a_dropped_project_leaves_nothing(
         Vec::<String>::new(),
         "the sweep on start removes them"
     );
+    // Another test's start may have swept them first; either way they are gone.
     let swept = project.swept();
-    assert!(swept.runs.contains(&stale), "{swept:?}");
-    assert!(
-        swept.containers >= 1 && swept.networks >= 1 && swept.volumes >= 1,
-        "{swept:?}"
-    );
+    if swept.runs.contains(&stale) {
+        assert!(
+            swept.containers >= 1 && swept.networks >= 1 && swept.volumes >= 1,
+            "{swept:?}"
+        );
+    }
     // A live run (this one) is not swept by another start.
     assert_eq!(leftovers(&run_id).len(), 15);
 
     // Dropping the guard (the path of an error or a signal) removes everything of the run.
+    drop(project);
+    assert_eq!(leftovers(&run_id), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn clients_in_containers_are_partitioned_for_real_and_leave_nothing() {
+    if !engine() {
+        return;
+    }
+    let project = up().await;
+    let run_id = project.run_id().to_string();
+    let mut opts = RunOptions::new(*scenario::find("partition").unwrap());
+    opts.clients = 4;
+    opts.resources = 2;
+    opts.ttl = Duration::from_secs(1);
+    opts.duration = Duration::from_secs(6);
+    opts.seed = 20_261_126;
+    let binary = Path::new(env!("CARGO_BIN_EXE_quorlock-chaos"));
+    let report = compose_drive::run(opts, &project, binary).await.unwrap();
+    assert_eq!(report.backend, "compose");
+    assert!(report.overlaps.is_empty(), "{:?}", report.overlaps);
+    assert!(
+        report.acquired_without_majority.is_empty(),
+        "{:?}",
+        report.acquired_without_majority
+    );
+    assert_eq!(report.lost_updates.lost, 0);
+    assert!(report.leaks.is_empty(), "{:?}", report.leaks);
+    // Both groups' containers reported, and the partition really was applied.
+    for group in 0..2 {
+        assert!(
+            report
+                .records
+                .iter()
+                .any(|r| r.client % 2 == group && r.acquired.is_some()),
+            "group {group} acquired nothing"
+        );
+    }
+    assert!(report
+        .applied
+        .iter()
+        .any(|f| matches!(f.action, FaultAction::Partition { .. })));
+    // Two client containers and a witness beside the five masters, all labelled with the run.
+    assert_eq!(labelled(&["ps", "-a"], &run_id).len(), 8);
     drop(project);
     assert_eq!(leftovers(&run_id), Vec::<String>::new());
 }

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::sweep::RUN_LABEL;
 use super::wire::{self, ClientOutput};
@@ -19,6 +19,10 @@ use crate::server::wait_for_ping;
 pub const IMAGE: &str = "quorlock-master:local";
 /// Where the binary is mounted inside a client container.
 const BINARY_IN_CONTAINER: &str = "/usr/local/bin/quorlock-chaos";
+/// Where the run's start is mounted inside a client container (a directory of the host).
+const START_DIR_IN_CONTAINER: &str = "/run/quorlock-chaos";
+/// The file in it that holds the start, in milliseconds since the Unix epoch.
+const START_FILE: &str = "start-ms";
 
 /// What a client group runs: the arguments of `quorlock-chaos client` besides the group.
 #[derive(Debug, Clone)]
@@ -39,6 +43,14 @@ pub struct ContainerClients {
     cut: BTreeSet<(usize, usize)>,
     /// The witness's URL from the host.
     witness_host_url: String,
+    /// The host directory mounted into the containers, where the start is written.
+    start_dir: PathBuf,
+}
+
+impl Drop for ContainerClients {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.start_dir);
+    }
 }
 
 impl ContainerClients {
@@ -90,6 +102,11 @@ impl ContainerClients {
             .canonicalize()
             .map_err(|e| HarnessError::io(format!("finding {}", binary.display()), e))?;
         let mount = format!("{}:{BINARY_IN_CONTAINER}:ro", binary.display());
+        let start_dir = std::env::temp_dir().join(format!("{prefix}-start"));
+        std::fs::create_dir_all(&start_dir)
+            .map_err(|e| HarnessError::io(format!("creating {}", start_dir.display()), e))?;
+        let start_mount = format!("{}:{START_DIR_IN_CONTAINER}:ro", start_dir.display());
+        let start_file = format!("--start-file={START_DIR_IN_CONTAINER}/{START_FILE}");
         let mut containers = Vec::with_capacity(groups);
         for g in 0..groups {
             let name = format!("{prefix}-clients-g{g}");
@@ -103,8 +120,17 @@ impl ContainerClients {
                     "--network",
                     &witness_net,
                 ])
-                .args(["-v", &mount, IMAGE, BINARY_IN_CONTAINER, "client"])
+                .args([
+                    "-v",
+                    &mount,
+                    "-v",
+                    &start_mount,
+                    IMAGE,
+                    BINARY_IN_CONTAINER,
+                    "client",
+                ])
                 .args(&slice.common)
+                .arg(&start_file)
                 .args(["--group", &g.to_string(), "--groups", &groups.to_string()])
                 .output()
                 .await?;
@@ -122,6 +148,7 @@ impl ContainerClients {
             master_networks,
             cut: BTreeSet::new(),
             witness_host_url,
+            start_dir,
         })
     }
 
@@ -132,14 +159,28 @@ impl ContainerClients {
 }
 
 impl ContainerClients {
-    /// Starts every group's container.
-    pub async fn start(&self) -> Result<(), HarnessError> {
+    /// Starts every group's container, then sets the run's start `lead` from now: the clients
+    /// wait for it, so however long starting them took, they all begin together on the
+    /// harness's timeline. Returns the start.
+    pub async fn start(&self, lead: Duration) -> Result<SystemTime, HarnessError> {
         docker(&self.compose)
             .args(["start"])
             .args(&self.containers)
             .output()
-            .await
-            .map(drop)
+            .await?;
+        let start = SystemTime::now() + lead;
+        let ms = start.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+        // Written whole, then renamed, so a client never reads half of it.
+        let tmp = self.start_dir.join(format!("{START_FILE}.tmp"));
+        std::fs::write(&tmp, ms.to_string())
+            .and_then(|()| std::fs::rename(&tmp, self.start_dir.join(START_FILE)))
+            .map_err(|e| {
+                HarnessError::io(
+                    format!("writing the run's start into {}", self.start_dir.display()),
+                    e,
+                )
+            })?;
+        Ok(start)
     }
 
     /// Cuts group `group` off from `masters` (disconnects its container from their networks).

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use redis::AsyncCommands;
 
@@ -33,10 +33,9 @@ use crate::workload::{self, ClientMode, WorkloadOptions, WorkloadStats};
 
 /// The time a client container gets, beyond the run, to finish and report.
 const REPORT_GRACE: Duration = Duration::from_secs(60);
-/// How far ahead of now the run's start is set: creating the witness and the client
-/// containers takes a few seconds, and the clients wait for the start. If creating them took
-/// longer, the clients run for less than the duration, on the same timeline.
-const START_LEAD: Duration = Duration::from_secs(5);
+/// How far ahead of the containers' start the run's start is set: time for the clients to
+/// read it and connect.
+const START_LEAD: Duration = Duration::from_millis(1500);
 
 /// Runs `opts.scenario` against `project`'s masters with the clients in containers running
 /// `binary` (this program, `quorlock-chaos`).
@@ -82,21 +81,12 @@ pub async fn run(
             scenario.name, opts.clients
         )));
     }
-    let start_ms = u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis(),
-    )
-    .unwrap_or(0)
-        + u64::try_from(START_LEAD.as_millis()).unwrap_or(0);
     let mut common = vec![
         format!("--clients={}", opts.clients),
         format!("--resources={}", opts.resources),
         format!("--ttl={}ms", opts.ttl.as_millis()),
         format!("--seed={}", opts.seed),
         format!("--duration={}ms", opts.duration.as_millis()),
-        format!("--start-ms={start_ms}"),
         "--witness=redis://witness:6379".to_string(),
     ];
     match opts.mode {
@@ -113,11 +103,10 @@ pub async fn run(
         ContainerClients::create(&compose, project.run_id(), binary, &SliceArgs { common }, groups).await?;
     reset_witness(clients.witness_host_url(), opts.resources).await?;
 
-    // The run's zero is the wall-clock instant handed to the containers.
-    let start = UNIX_EPOCH + Duration::from_millis(start_ms);
+    // The run's zero is the wall-clock instant handed to the containers once they run.
+    let start = clients.start(START_LEAD).await?;
     let ahead = start.duration_since(SystemTime::now()).unwrap_or_default();
     let clock = RunClock::starting_at(std::time::Instant::now() + ahead);
-    clients.start().await?;
 
     let mut clocks = MasterClocks::emulated();
     let mut applied = Vec::with_capacity(schedule.len());

@@ -45,8 +45,12 @@ pub struct ClientArgs {
     #[arg(long, value_parser = crate::duration::parse)]
     duration: Duration,
     /// The run's start, in milliseconds since the Unix epoch.
-    #[arg(long)]
-    start_ms: u64,
+    #[arg(long, required_unless_present = "start_file", conflicts_with = "start_file")]
+    start_ms: Option<u64>,
+    /// A file that will hold the run's start (milliseconds since the Unix epoch); the client
+    /// waits for it to appear.
+    #[arg(long, value_name = "PATH")]
+    start_file: Option<std::path::PathBuf>,
     /// Negative control: unsafe clients.
     #[arg(long = "unsafe", value_enum)]
     unsafe_mode: Option<UnsafeArg>,
@@ -70,7 +74,21 @@ pub async fn run(args: ClientArgs) -> ExitCode {
         );
         return ExitCode::from(64);
     }
-    let start = UNIX_EPOCH + Duration::from_millis(args.start_ms);
+    let start_ms = match (args.start_ms, &args.start_file) {
+        (Some(ms), _) => ms,
+        (None, Some(path)) => match wait_for_start(path).await {
+            Ok(ms) => ms,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => {
+            eprintln!("error: --start-ms or --start-file is required");
+            return ExitCode::from(64);
+        }
+    };
+    let start = UNIX_EPOCH + Duration::from_millis(start_ms);
     // The run's zero on this process's monotonic clock; a container started early waits for it.
     let origin = match start.duration_since(SystemTime::now()) {
         Ok(ahead) => {
@@ -125,4 +143,29 @@ pub async fn run(args: ClientArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// How long a client waits for its start file.
+const START_FILE_WAIT: Duration = Duration::from_secs(120);
+
+/// Polls `path` until it holds the start, then returns it.
+async fn wait_for_start(path: &std::path::Path) -> Result<u64, String> {
+    let deadline = Instant::now() + START_FILE_WAIT;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            return text.trim().parse().map_err(|e| {
+                format!(
+                    "{} holds {text:?}, not a start in milliseconds: {e}",
+                    path.display()
+                )
+            });
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{} did not appear within {START_FILE_WAIT:?}",
+                path.display()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
