@@ -110,7 +110,7 @@ pub async fn run(args: ClientArgs) -> ExitCode {
     .with_mode(mode);
     let stats = workload::run(
         &opts,
-        &[args.nodes.clone()],
+        std::slice::from_ref(&args.nodes),
         &args.witness,
         &history,
         &ClientPauses::new(),
