@@ -74,6 +74,13 @@ impl ContainerClients {
             let net = compose.networks(i).await?.into_iter().next().ok_or_else(|| {
                 HarnessError::InvalidOptions(format!("master {i}'s container is on no network"))
             })?;
+            // A partition cuts a group off from some masters only if no two share a network.
+            if let Some(j) = master_networks.iter().position(|n| *n == net) {
+                return Err(HarnessError::InvalidOptions(format!(
+                    "clients in containers need each master on a network of its own (as in \
+                     chaos/docker/compose.masters.yml), but masters {j} and {i} share {net}"
+                )));
+            }
             master_networks.push(net);
         }
         let witness_net = format!("{prefix}-witness");
