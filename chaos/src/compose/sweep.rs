@@ -2,7 +2,8 @@
 //! and volume a run creates carries the label `quorlock.chaos.run=<pid>-<nonce>`; a run removes
 //! its own at the end, and a run that was killed before it could is swept by the next one:
 //! whatever carries a run label whose process is gone. Runs of live processes (another test,
-//! another terminal) are left alone, and so are resources labelled by hand (`manual`).
+//! another terminal) are left alone, and so are resources labelled by hand (`manual`). The
+//! small host directories that hand client containers their start are swept the same way.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -97,7 +98,31 @@ const VOLUMES: Kind = Kind {
 /// # Errors
 /// When `docker` cannot list or remove them.
 pub fn stale(docker: &Path, env: &[(OsString, OsString)]) -> Result<Swept, HarnessError> {
+    stale_start_dirs(&std::env::temp_dir());
     sweep(docker, env, &format!("label={RUN_LABEL}"), is_stale)
+}
+
+/// Removes the `qlchaos-<run id>-start` directories (the run's start, mounted into client
+/// containers) that runs whose process is gone left in `dir`; returns how many.
+pub fn stale_start_dirs(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(run) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("qlchaos-"))
+            .and_then(|n| n.strip_suffix("-start"))
+        else {
+            continue;
+        };
+        if is_stale(run) && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Removes every resource of run `run_id`, whatever state it is in. Blocking.
@@ -173,6 +198,23 @@ mod tests {
         assert_eq!(owner_pid("0-0123456789abcdef"), None);
         assert_eq!(owner_pid("abc-0123456789abcdef"), None);
         assert!(!is_stale("manual"));
+    }
+
+    #[test]
+    fn start_dirs_of_dead_runs_are_removed_and_live_ones_kept() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let dir = std::env::temp_dir().join(format!("quorlock-sweep-{:016x}", rand::random::<u64>()));
+        let stale = dir.join(format!("qlchaos-{dead}-0123456789abcdef-start"));
+        let live = dir.join(format!("qlchaos-{}-start", new_run_id()));
+        let other = dir.join("qlchaos-manual-start");
+        for d in [&stale, &live, &other] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        assert_eq!(stale_start_dirs(&dir), 1);
+        assert!(!stale.exists() && live.exists() && other.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
