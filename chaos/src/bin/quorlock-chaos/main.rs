@@ -22,15 +22,14 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::signals::{INTERRUPTED, TERMINATED};
+
 /// Exit code when the demo's checks found a violation.
 const CHECKS_FAILED: u8 = 1;
 /// Exit code when redis-server is missing (`EX_UNAVAILABLE`).
 const MISSING_REDIS: u8 = 69;
 /// Exit code when the harness itself failed (`EX_SOFTWARE`).
 const HARNESS_FAILED: u8 = 70;
-/// Exit code after Ctrl-C (128 + SIGINT) or SIGTERM (128 + 15).
-const INTERRUPTED: u8 = 130;
-const TERMINATED: u8 = 143;
 
 /// Chaos harness for quorlock.
 #[derive(Debug, Parser)]
