@@ -1,15 +1,26 @@
-//! The compose backend: masters are services of a docker compose file (by default
-//! `redis1`..`redis5` on host ports 7001-7005), faulted with `docker compose kill | pause |
-//! unpause | start | run`. It exists for machines where redis-server is not installed
-//! locally but Docker is.
+//! The compose backend: masters are services of a docker compose project (by default the
+//! root file's `redis1`..`redis5` on host ports 7001-7005), faulted with `docker compose kill |
+//! pause | unpause | start | run`, and cut off from their clients with `docker network
+//! disconnect | connect`. It exists for machines where redis-server is not installed locally
+//! but Docker is, and so that chaos runs can kill real containers.
+//!
+//! Bringing a project up and always taking it down again is [`project`]'s concern; running the
+//! `docker` program is `docker`'s; finding what a killed run left behind is [`sweep`]'s.
 
+pub mod clients;
+mod docker;
+pub mod drive;
+pub mod project;
+pub mod sweep;
+pub mod wire;
+
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tokio::process::Command;
 
 use crate::backend::Backend;
 use crate::cluster::DataMode;
@@ -17,14 +28,20 @@ use crate::credentials::Credentials;
 use crate::error::HarnessError;
 use crate::server::wait_for_ping;
 
-/// How often a spawn is retried when the program file is momentarily busy (ETXTBSY).
-const SPAWN_ATTEMPTS: u32 = 20;
+pub(crate) use docker::DockerCommand;
+
+/// How often a pause is tried when the freezer cannot freeze the container at once.
+const PAUSE_ATTEMPTS: u32 = 10;
 
 /// Options for [`Compose`].
 #[derive(Debug, Clone)]
 pub struct ComposeOptions {
     /// The compose file, passed as `-f FILE`.
     pub file: PathBuf,
+    /// Files layered over it, each passed as a further `-f FILE`.
+    pub overrides: Vec<PathBuf>,
+    /// The project name, passed as `-p NAME` when set (otherwise the file's own `name`).
+    pub project: Option<String>,
     /// Service name of each master, in master order.
     pub services: Vec<String>,
     /// Host where the services' ports are published.
@@ -49,6 +66,8 @@ impl ComposeOptions {
     pub fn new(file: impl Into<PathBuf>) -> ComposeOptions {
         ComposeOptions {
             file: file.into(),
+            overrides: Vec::new(),
+            project: None,
             services: (1..=5).map(|i| format!("redis{i}")).collect(),
             host: "127.0.0.1".into(),
             ports: (7001..=7005).collect(),
@@ -61,10 +80,26 @@ impl ComposeOptions {
     }
 }
 
+impl ComposeOptions {
+    /// The `compose [-p NAME] -f FILE [-f OVERRIDE]...` prefix of every compose call.
+    pub(crate) fn compose_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec!["compose".into()];
+        if let Some(project) = &self.project {
+            args.extend(["-p".into(), project.into()]);
+        }
+        for file in std::iter::once(&self.file).chain(&self.overrides) {
+            args.extend(["-f".into(), file.clone().into()]);
+        }
+        args
+    }
+}
+
 /// Masters run as docker compose services.
 #[derive(Debug, Clone)]
 pub struct Compose {
     opts: ComposeOptions,
+    /// The networks each master was disconnected from, to connect it back to.
+    cut: Arc<Mutex<BTreeMap<usize, Vec<String>>>>,
 }
 
 impl Compose {
@@ -76,7 +111,10 @@ impl Compose {
                 opts.services, opts.ports
             )));
         }
-        Ok(Compose { opts })
+        Ok(Compose {
+            opts,
+            cut: Arc::default(),
+        })
     }
 
     /// The options in use.
@@ -92,49 +130,18 @@ impl Compose {
         self.opts.credentials.url(&self.opts.host, self.opts.ports[i])
     }
 
-    /// Runs `docker compose -f FILE ARGS...` and returns its stdout.
+    /// Runs `docker compose [-p NAME] -f FILE... ARGS...` and returns its stdout.
     pub async fn run(&self, args: &[&str]) -> Result<String, HarnessError> {
-        let mut full: Vec<OsString> = vec!["compose".into(), "-f".into(), self.opts.file.clone().into()];
-        full.extend(args.iter().map(OsString::from));
-        let shown = format!(
-            "{} {}",
-            self.opts.docker.display(),
-            full.iter()
-                .map(|a| a.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
-        let mut attempt = 0;
-        let child = loop {
-            attempt += 1;
-            let mut cmd = Command::new(&self.opts.docker);
-            cmd.args(&full)
-                .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .kill_on_drop(true);
-            match cmd.spawn() {
-                Ok(child) => break child,
-                // Another thread may still hold the just-written program open for writing.
-                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && attempt < SPAWN_ATTEMPTS => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                Err(e) => return Err(HarnessError::io(format!("running `{shown}`"), e)),
-            }
-        };
-        let output = child
-            .wait_with_output()
-            .await
-            .map_err(|e| HarnessError::io(format!("waiting for `{shown}`"), e))?;
-        if !output.status.success() {
-            return Err(HarnessError::Command {
-                command: shown,
-                status: output.status.to_string(),
-                stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-            });
-        }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        self.docker(self.opts.compose_args()).args(args).output().await
+    }
+
+    /// A plain `docker ARGS...` call with the options' program and environment.
+    pub(crate) fn docker<I, S>(&self, args: I) -> DockerCommand<'_>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        DockerCommand::new(&self.opts.docker, &self.opts.env).args(args)
     }
 
     /// `docker compose kill SERVICE` (SIGKILL).
@@ -142,9 +149,23 @@ impl Compose {
         self.run(&["kill", self.service(i)?]).await.map(drop)
     }
 
-    /// `docker compose pause SERVICE`.
+    /// `docker compose pause SERVICE` (the cgroup freezer). A master in the middle of an
+    /// fsync sits in uninterruptible sleep, and the runtime then gives up with "unable to
+    /// freeze"; the pause is retried a few times before that is reported.
     pub async fn pause(&self, i: usize) -> Result<(), HarnessError> {
-        self.run(&["pause", self.service(i)?]).await.map(drop)
+        let service = self.service(i)?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.run(&["pause", service]).await {
+                Err(HarnessError::Command { stderr, .. })
+                    if stderr.contains("unable to freeze") && attempt < PAUSE_ATTEMPTS =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                other => return other.map(drop),
+            }
+        }
     }
 
     /// `docker compose unpause SERVICE`.
@@ -182,6 +203,101 @@ impl Compose {
             wait_for_ping(&self.url(i), i, timeout).await?;
         }
         Ok(())
+    }
+
+    /// The id of master `i`'s container (`docker compose ps -a -q SERVICE`).
+    pub async fn container(&self, i: usize) -> Result<String, HarnessError> {
+        let service = self.service(i)?;
+        let out = self.run(&["ps", "-a", "-q", service]).await?;
+        out.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(String::from)
+            .ok_or_else(|| HarnessError::Command {
+                command: format!("docker compose ps -a -q {service}"),
+                status: "no container".into(),
+                stderr: format!("service {service} has no container; is the project up?"),
+            })
+    }
+
+    /// The networks master `i`'s container is on now.
+    pub async fn networks(&self, i: usize) -> Result<Vec<String>, HarnessError> {
+        let container = self.container(i).await?;
+        let listed = self
+            .docker([
+                "inspect",
+                "--format",
+                "{{range $name, $_ := .NetworkSettings.Networks}}{{$name}}\n{{end}}",
+                container.as_str(),
+            ])
+            .output()
+            .await?;
+        Ok(listed
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect())
+    }
+
+    /// Cuts master `i` off from everyone: `docker network disconnect` from each network its
+    /// container is on. Its published port stops answering too (the port forward goes through
+    /// those networks); the process keeps running with its data. Cutting a master that is
+    /// already cut changes nothing.
+    pub async fn disconnect(&self, i: usize) -> Result<(), HarnessError> {
+        if self.cut_networks().contains_key(&i) {
+            return Ok(());
+        }
+        let container = self.container(i).await?;
+        let listed = self
+            .docker([
+                "inspect",
+                "--format",
+                "{{range $name, $_ := .NetworkSettings.Networks}}{{$name}}\n{{end}}",
+                container.as_str(),
+            ])
+            .output()
+            .await?;
+        let networks: Vec<String> = listed
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect();
+        for network in &networks {
+            self.docker(["network", "disconnect", network.as_str(), container.as_str()])
+                .output()
+                .await?;
+        }
+        self.cut_networks().insert(i, networks);
+        Ok(())
+    }
+
+    /// Connects master `i` back to the networks [`Compose::disconnect`] took it off, under
+    /// its service name (other containers of the project find it by that name).
+    pub async fn connect(&self, i: usize) -> Result<(), HarnessError> {
+        let Some(networks) = self.cut_networks().remove(&i) else {
+            return Ok(());
+        };
+        let service = self.service(i)?.to_string();
+        let container = self.container(i).await?;
+        for network in &networks {
+            self.docker([
+                "network",
+                "connect",
+                "--alias",
+                service.as_str(),
+                network.as_str(),
+                container.as_str(),
+            ])
+            .output()
+            .await?;
+        }
+        Ok(())
+    }
+
+    fn cut_networks(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, Vec<String>>> {
+        self.cut.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn service(&self, i: usize) -> Result<&str, HarnessError> {

@@ -13,7 +13,9 @@
 //!   answers PING as itself, its logs; and the direct connections every module uses.
 //! - [`backend`]: the [`Backend`] trait (kill / pause / resume / restart / urls) shared by
 //!   the process cluster and the compose backend.
-//! - [`compose`]: [`Compose`], masters as docker compose services.
+//! - [`compose`]: [`Compose`], masters as docker compose services; under it, a run's own
+//!   labelled project brought up and always removed (`project`), the label sweep of killed
+//!   runs (`sweep`), and clients as containers of their own (`clients`, `wire`, `drive`).
 //! - [`servers`]: [`Server`], which server the masters run (redis-server 7.0, Valkey 8.1 or
 //!   9.1), chosen by `QUORLOCK_TEST_SERVER`, and where its binary is.
 //! - [`credentials`]: [`Credentials`] and the `redis://` URLs built from them.

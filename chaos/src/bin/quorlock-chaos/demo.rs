@@ -11,17 +11,20 @@
 //! a rate panel (acquisitions, refusals by reason, p99 latency per 100 ms), a legend, and a zoomed
 //! strip around each change that shows every hold. Every master is a child process of
 //! the [`Cluster`], which stops them all when it is dropped: at the end, on an error, or when the
-//! demo is interrupted.
+//! demo is interrupted. With `--backend compose` the masters are containers of a compose project
+//! of the demo's own instead, killed and started by `docker compose`, and the project is removed
+//! (containers, networks, volumes) when it is dropped, in the same three cases.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use quorlock::Quorlock;
+use quorlock_chaos::compose::project::{ComposeProject, ProjectSpec};
 use quorlock_chaos::svg::{self, Annotations, Marker, SvgOptions};
 use quorlock_chaos::{
-    checker, redis_server_path, servers::ServerError, Cluster, DataMode, FaultWindow, HarnessError, History,
-    RunClock,
+    checker, redis_server_path, servers::ServerError, Backend, Cluster, DataMode, FaultWindow, HarnessError,
+    History, RunClock,
 };
 
 use crate::progress::Progress;
@@ -55,6 +58,17 @@ pub struct Options {
     pub phase: Duration,
     /// Number of workers.
     pub workers: usize,
+    /// Where the masters run.
+    pub masters: Masters,
+}
+
+/// Where the demo's masters run.
+#[derive(Debug, Clone)]
+pub enum Masters {
+    /// Local redis-server children.
+    Process,
+    /// A compose project of the demo's own, from these files (the first the base).
+    Compose(Vec<PathBuf>),
 }
 
 /// Why the demo stopped early.
@@ -73,19 +87,55 @@ pub enum Stop {
 /// # Errors
 /// [`Stop::MissingRedis`] without redis-server, [`Stop::Failed`] when the harness fails.
 pub async fn run(options: Options) -> Result<bool, Stop> {
-    redis_server_path().map_err(|e| match e {
-        HarnessError::Server(ServerError::RedisMissing { .. }) => Stop::MissingRedis,
-        // A Valkey build selected by QUORLOCK_TEST_SERVER: its error names its install command.
-        other => failed("finding the masters' server", other),
-    })?;
-    let mut cluster = Cluster::start(MASTERS)
-        .await
-        .map_err(|e| failed("starting the masters", e))?;
-    let ports: Vec<String> = (0..MASTERS).map(|i| cluster.port(i).to_string()).collect();
-    println!(
-        "quorlock demo: {MASTERS} independent redis-server masters on 127.0.0.1 ports {}",
-        ports.join(", ")
-    );
+    // The project (compose) is held until the end; dropping it removes the containers.
+    let (mut cluster, _project, place): (Box<dyn Backend>, Option<ComposeProject>, String) =
+        match &options.masters {
+            Masters::Process => {
+                redis_server_path().map_err(|e| match e {
+                    HarnessError::Server(ServerError::RedisMissing { .. }) => Stop::MissingRedis,
+                    // A Valkey build selected by QUORLOCK_TEST_SERVER: its error names its install command.
+                    other => failed("finding the masters' server", other),
+                })?;
+                let cluster = Cluster::start(MASTERS)
+                    .await
+                    .map_err(|e| failed("starting the masters", e))?;
+                let ports: Vec<String> = (0..MASTERS).map(|i| cluster.port(i).to_string()).collect();
+                let place = format!(
+                    "{MASTERS} independent redis-server masters on 127.0.0.1 ports {}",
+                    ports.join(", ")
+                );
+                (Box::new(cluster), None, place)
+            }
+            Masters::Compose(files) => {
+                let spec = ProjectSpec {
+                    files: files.clone(),
+                    ..ProjectSpec::new("")
+                };
+                let project = ComposeProject::up(spec)
+                    .await
+                    .map_err(|e| failed("bringing up the compose masters", e))?;
+                let compose = project
+                    .compose()
+                    .map_err(|e| failed("reaching the compose masters", e))?;
+                if compose.len() != MASTERS {
+                    return Err(failed(
+                        "counting the compose masters",
+                        format!(
+                            "the demo needs {MASTERS} services, the files define {}",
+                            compose.len()
+                        ),
+                    ));
+                }
+                let ports: Vec<String> = project.options().ports.iter().map(u16::to_string).collect();
+                let place = format!(
+                    "{MASTERS} independent masters, containers of compose project {}, on 127.0.0.1 ports {}",
+                    project.name(),
+                    ports.join(", ")
+                );
+                (Box::new(compose), Some(project), place)
+            }
+        };
+    println!("quorlock demo: {place}");
     println!(
         "{} workers compete for {:?}, each hold a read-modify-write that only the lock keeps correct (TTL {:?}).\n",
         options.workers, RESOURCES, TTL
@@ -115,14 +165,14 @@ pub async fn run(options: Options) -> Result<bool, Stop> {
 
     let first_kill = clock.now();
     for i in [0, 1] {
-        cluster.kill(i).map_err(|e| failed("killing a master", e))?;
+        cluster.kill(i).await.map_err(|e| failed("killing a master", e))?;
     }
     println!("killed masters 0 and 1: 3 of 5 remain, still a majority; the work goes on");
     let row = phase(1, "masters 0, 1 killed", MASTERS - 2);
     rows.push(play(&board, &progress, 1, row, options.phase).await);
 
     let second_kill = clock.now();
-    cluster.kill(2).map_err(|e| failed("killing a master", e))?;
+    cluster.kill(2).await.map_err(|e| failed("killing a master", e))?;
     println!("killed master 2 as well: only 2 of 5 remain, no majority; every acquisition must be refused");
     let row = phase(2, "master 2 killed too", MASTERS - 3);
     let no_majority_start = clock.now();
@@ -148,6 +198,7 @@ pub async fn run(options: Options) -> Result<bool, Stop> {
     let run_end = clock.now();
     drop(locks);
     drop(cluster);
+    drop(_project);
 
     let faults = vec![
         FaultWindow {

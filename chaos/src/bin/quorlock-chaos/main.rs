@@ -6,11 +6,13 @@
 //!   quorum at work. It lives here rather than in the `quorlock` binary because it needs this
 //!   harness, and the harness depends on the lock library: the other way round would be a cycle.
 
+mod client;
 mod demo;
 mod duration;
 mod progress;
 mod report;
 mod scenarios;
+mod signals;
 mod workers;
 
 use std::path::PathBuf;
@@ -20,15 +22,14 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::signals::{INTERRUPTED, TERMINATED};
+
 /// Exit code when the demo's checks found a violation.
 const CHECKS_FAILED: u8 = 1;
 /// Exit code when redis-server is missing (`EX_UNAVAILABLE`).
 const MISSING_REDIS: u8 = 69;
 /// Exit code when the harness itself failed (`EX_SOFTWARE`).
 const HARNESS_FAILED: u8 = 70;
-/// Exit code after Ctrl-C (128 + SIGINT) or SIGTERM (128 + 15).
-const INTERRUPTED: u8 = 130;
-const TERMINATED: u8 = 143;
 
 /// Chaos harness for quorlock.
 #[derive(Debug, Parser)]
@@ -44,6 +45,9 @@ enum Command {
     List,
     /// Run one scenario and report (exit 0 pass or inconclusive, 1 violation, 2 harness failure)
     Run(scenarios::RunArgs),
+    /// Run one client group's slice of a run's workload and print its history as JSON lines
+    /// (what each client container runs with `run --clients-in-containers`)
+    Client(client::ClientArgs),
     /// Start 5 local masters, run contending workers, kill 2 then 3 masters, restore them, and
     /// print a summary and an SVG timeline
     Demo {
@@ -56,6 +60,13 @@ enum Command {
         /// Number of contending workers (split over 2 resources)
         #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
         workers: u16,
+        /// Where the masters run: local redis-server processes, or containers of a compose
+        /// project of the demo's own (removed at the end)
+        #[arg(long, value_enum, default_value_t = scenarios::BackendArg::Process)]
+        backend: scenarios::BackendArg,
+        /// Compose file(s) for `--backend compose`, the first the base, each further one layered over it
+        #[arg(long, value_name = "FILE", default_value = "chaos/docker/compose.masters.yml")]
+        compose_file: Vec<PathBuf>,
     },
 }
 
@@ -64,12 +75,25 @@ async fn main() -> ExitCode {
     match Cli::parse().command {
         Command::List => scenarios::list(),
         Command::Run(args) => scenarios::run(args).await,
-        Command::Demo { svg, phase, workers } => run_demo(svg, phase, workers).await,
+        Command::Client(args) => client::run(args).await,
+        Command::Demo {
+            svg,
+            phase,
+            workers,
+            backend,
+            compose_file,
+        } => {
+            let masters = match backend {
+                scenarios::BackendArg::Process => demo::Masters::Process,
+                scenarios::BackendArg::Compose => demo::Masters::Compose(compose_file),
+            };
+            run_demo(svg, phase, workers, masters).await
+        }
     }
 }
 
 /// Runs the demo, stopping every master it started on Ctrl-C or SIGTERM.
-async fn run_demo(svg: PathBuf, phase: Duration, workers: u16) -> ExitCode {
+async fn run_demo(svg: PathBuf, phase: Duration, workers: u16, masters: demo::Masters) -> ExitCode {
     if phase < Duration::from_millis(500) {
         eprintln!("quorlock-chaos: --phase {phase:?} must be at least 500ms");
         return ExitCode::from(64);
@@ -78,6 +102,7 @@ async fn run_demo(svg: PathBuf, phase: Duration, workers: u16) -> ExitCode {
         svg,
         phase,
         workers: usize::from(workers),
+        masters,
     };
     let (mut interrupt, mut terminate) =
         match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {

@@ -14,10 +14,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use quorlock_chaos::compose::drive as compose_drive;
+use quorlock_chaos::compose::project::{ComposeProject, ProjectSpec};
 use quorlock_chaos::drive::{self, Progress};
 use quorlock_chaos::run::{BackendChoice, RunOptions, RunReport, Verdict};
 use quorlock_chaos::workload::ClientMode;
+use quorlock_chaos::HarnessError;
 use quorlock_chaos::{scenario, ComposeOptions, Scenario, SCENARIOS};
+
+use crate::signals::Signals;
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
@@ -53,9 +58,21 @@ pub struct RunArgs {
     /// Where the masters run.
     #[arg(long, value_enum, default_value_t = BackendArg::Process)]
     backend: BackendArg,
-    /// Compose file for `--backend compose` (services redis1..redisN on ports 7001..).
-    #[arg(long, default_value = "docker-compose.yml")]
-    compose_file: PathBuf,
+    /// Compose file(s) for `--backend compose`, the first the base and each further one layered
+    /// over it. Each scenario brings up a project of its own from them (`docker compose up`),
+    /// labelled `quorlock.chaos.run=<id>`, and takes it down again, volumes included.
+    #[arg(long, value_name = "FILE", default_value = "chaos/docker/compose.masters.yml")]
+    compose_file: Vec<PathBuf>,
+    /// With `--backend compose`: the services are already up (`redis1`..`redis5` of the first
+    /// `--compose-file` on 127.0.0.1:7001-7005); fault them but neither start nor remove them.
+    #[arg(long)]
+    compose_running: bool,
+    /// With `--backend compose`: run the clients in containers of their own (one per client
+    /// group, this program mounted in) beside a witness container, so that a partition
+    /// disconnects real hosts. Scenarios whose faults need the harness's proxies (latency,
+    /// blackhole, reset) or in-process clients (client-pause) are refused.
+    #[arg(long)]
+    clients_in_containers: bool,
     /// Witness Redis URL (a local redis-server is started if not given).
     #[arg(long)]
     witness: Option<String>,
@@ -193,9 +210,52 @@ async fn run_one(
     seed: u64,
     several: bool,
 ) -> Result<RunReport, ExitCode> {
+    // Brought up first so that a signal from here on drops it, which takes it down.
+    let mut signals = Signals::new().map_err(|e| {
+        let _ = writeln!(std::io::stderr(), "error: cannot catch signals: {e}");
+        ExitCode::from(2)
+    })?;
+    let mut project = None;
     let backend = match args.backend {
         BackendArg::Process => BackendChoice::Process,
-        BackendArg::Compose => BackendChoice::Compose(Box::new(ComposeOptions::new(&args.compose_file))),
+        BackendArg::Compose if args.compose_running => {
+            let mut options = ComposeOptions::new(args.compose_file.first().cloned().unwrap_or_default());
+            options.overrides = args.compose_file.iter().skip(1).cloned().collect();
+            BackendChoice::Compose(Box::new(options))
+        }
+        BackendArg::Compose => {
+            let spec = ProjectSpec {
+                files: args.compose_file.clone(),
+                ..ProjectSpec::new("")
+            };
+            let _ = writeln!(
+                std::io::stderr(),
+                "bringing up {} with docker compose",
+                args.compose_file
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            );
+            let up = tokio::select! {
+                up = ComposeProject::up(spec) => up,
+                code = signals.recv() => return Err(code),
+            };
+            match up {
+                Ok(p) => {
+                    if !p.swept().is_empty() {
+                        let _ = writeln!(std::io::stderr(), "swept what killed runs left: {:?}", p.swept());
+                    }
+                    let options = p.options().clone();
+                    project = Some(p);
+                    BackendChoice::Compose(Box::new(options))
+                }
+                Err(e) => {
+                    let _ = writeln!(std::io::stderr(), "error: bringing up the compose masters: {e}");
+                    return Err(ExitCode::from(2));
+                }
+            }
+        }
     };
     let opts = RunOptions {
         scenario,
@@ -235,7 +295,41 @@ async fn run_one(
             let _ = writeln!(err, "{}", progress_line(&p));
         }
     };
-    let outcome = drive::run_with_progress(opts, on_progress).await;
+    // On a signal the run is dropped, then the project (containers, networks, volumes).
+    let in_containers = match (&project, args.clients_in_containers) {
+        (Some(project), true) => Some(project),
+        (None, true) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: --clients-in-containers needs --backend compose without --compose-running"
+            );
+            return Err(ExitCode::from(2));
+        }
+        (_, false) => None,
+    };
+    let run = async {
+        match in_containers {
+            Some(project) => {
+                let binary = std::env::current_exe()
+                    .map_err(|e| HarnessError::Workload(format!("finding this program to mount it: {e}")))?;
+                compose_drive::run(opts, project, &binary).await
+            }
+            None => drive::run_with_progress(opts, on_progress).await,
+        }
+    };
+    let outcome = tokio::select! {
+        outcome = run => outcome,
+        code = signals.recv() => {
+            drop(project);
+            let _ = writeln!(std::io::stderr(), "\ninterrupted; the run's masters are removed");
+            return Err(code);
+        }
+    };
+    if let Some(project) = project {
+        if let Err(e) = project.down() {
+            let _ = writeln!(std::io::stderr(), "warning: {e}; the next compose run sweeps it");
+        }
+    }
     let mut err = std::io::stderr().lock();
     if terminal && !quiet {
         let _ = writeln!(err);

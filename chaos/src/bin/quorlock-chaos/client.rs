@@ -1,0 +1,171 @@
+//! The `client` subcommand: one group's slice of a run's workload, run inside a container of
+//! its own so that a partition (`docker network disconnect`) splits real hosts. It runs the
+//! same clients as the in-process workload against the masters and the witness it is given,
+//! on the run's timeline (the run's start as a wall-clock instant), and writes every lock
+//! operation, then its totals, to stdout as JSON lines for the harness to read back.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use quorlock_chaos::compose::wire::{ClientLine, WireRecord, WireStats};
+use quorlock_chaos::workload::{self, ClientMode, WorkloadOptions};
+use quorlock_chaos::{ClientPauses, History, RunClock};
+
+use crate::scenarios::UnsafeArg;
+
+/// Arguments of `client`.
+#[derive(Debug, clap::Args)]
+pub struct ClientArgs {
+    /// Master URLs, comma-separated, in master order.
+    #[arg(long, value_delimiter = ',', required = true)]
+    nodes: Vec<String>,
+    /// The witness's URL.
+    #[arg(long)]
+    witness: String,
+    /// This group's index; its clients are the run's clients `group`, `group + groups`, ...
+    #[arg(long, default_value_t = 0)]
+    group: usize,
+    /// Number of groups in the run.
+    #[arg(long, default_value_t = 1)]
+    groups: usize,
+    /// Number of clients in the whole run.
+    #[arg(long)]
+    clients: usize,
+    /// Number of resources.
+    #[arg(long, default_value_t = 4)]
+    resources: usize,
+    /// Lock TTL.
+    #[arg(long, default_value = "2s", value_parser = crate::duration::parse)]
+    ttl: Duration,
+    /// The run's seed.
+    #[arg(long)]
+    seed: u64,
+    /// How long clients run, from the run's start.
+    #[arg(long, value_parser = crate::duration::parse)]
+    duration: Duration,
+    /// The run's start, in milliseconds since the Unix epoch.
+    #[arg(long, required_unless_present = "start_file", conflicts_with = "start_file")]
+    start_ms: Option<u64>,
+    /// A file that will hold the run's start (milliseconds since the Unix epoch); the client
+    /// waits for it to appear.
+    #[arg(long, value_name = "PATH")]
+    start_file: Option<std::path::PathBuf>,
+    /// Negative control: unsafe clients.
+    #[arg(long = "unsafe", value_enum)]
+    unsafe_mode: Option<UnsafeArg>,
+}
+
+/// Runs the slice; exit 0 with every line written, 2 when the workload could not run.
+pub async fn run(args: ClientArgs) -> ExitCode {
+    if args.groups == 0 || args.group >= args.groups {
+        eprintln!(
+            "error: --group {} must be below --groups {}",
+            args.group, args.groups
+        );
+        return ExitCode::from(64);
+    }
+    // This group's clients: every `groups`-th of the run's, starting at `group`.
+    let mine = (args.group..args.clients).step_by(args.groups).count();
+    if mine == 0 {
+        eprintln!(
+            "error: group {} of {} has no clients among {}",
+            args.group, args.groups, args.clients
+        );
+        return ExitCode::from(64);
+    }
+    let start_ms = match (args.start_ms, &args.start_file) {
+        (Some(ms), _) => ms,
+        (None, Some(path)) => match wait_for_start(path).await {
+            Ok(ms) => ms,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => {
+            eprintln!("error: --start-ms or --start-file is required");
+            return ExitCode::from(64);
+        }
+    };
+    let start = UNIX_EPOCH + Duration::from_millis(start_ms);
+    // The run's zero on this process's monotonic clock; a container started early waits for it.
+    let origin = match start.duration_since(SystemTime::now()) {
+        Ok(ahead) => {
+            let origin = Instant::now() + ahead;
+            tokio::time::sleep(ahead).await;
+            origin
+        }
+        Err(late) => Instant::now()
+            .checked_sub(late.duration())
+            .unwrap_or_else(Instant::now),
+    };
+    let history = History::new(RunClock::starting_at(origin));
+    let mode = args.unsafe_mode.map_or(ClientMode::Safe, ClientMode::from);
+    let seed = args.seed ^ (args.group as u64).wrapping_mul(0xA076_1D64_78BD_642F);
+    let opts = WorkloadOptions {
+        resources: args.resources,
+        ..WorkloadOptions::new(mine, args.ttl, seed)
+    }
+    .with_mode(mode);
+    let stats = workload::run(
+        &opts,
+        std::slice::from_ref(&args.nodes),
+        &args.witness,
+        &history,
+        &ClientPauses::new(),
+        args.duration,
+    )
+    .await;
+    let stats = match stats {
+        Ok(stats) => stats,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let records = history.records();
+    let lines = records
+        .iter()
+        .map(|r| ClientLine::Record(WireRecord::new(r, r.client * args.groups + args.group)))
+        .chain(std::iter::once(ClientLine::Stats(WireStats::from(stats))));
+    for line in lines {
+        let text = match serde_json::to_string(&line) {
+            Ok(text) => text,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        if writeln!(out, "{text}").is_err() {
+            return ExitCode::from(2);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// How long a client waits for its start file.
+const START_FILE_WAIT: Duration = Duration::from_secs(120);
+
+/// Polls `path` until it holds the start, then returns it.
+async fn wait_for_start(path: &std::path::Path) -> Result<u64, String> {
+    let deadline = Instant::now() + START_FILE_WAIT;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            return text.trim().parse().map_err(|e| {
+                format!(
+                    "{} holds {text:?}, not a start in milliseconds: {e}",
+                    path.display()
+                )
+            });
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{} did not appear within {START_FILE_WAIT:?}",
+                path.display()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

@@ -1,0 +1,306 @@
+//! One chaos run whose clients are containers too: the masters of a compose project, one
+//! client container per group and a witness container, faults applied on schedule (to the
+//! masters through [`Compose`], partitions by disconnecting a group's container from masters'
+//! networks), then the heal, the TTL waited out, the leak scan, and the same judgement as every
+//! other run ([`verdict::assess`]).
+//!
+//! It is a driver of its own rather than a mode of `crate::drive` because the clients are not
+//! in this process: their history comes back as JSON lines when their containers exit, and
+//! network faults are cuts between hosts rather than proxy modes.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use redis::AsyncCommands;
+
+use super::clients::{ContainerClients, SliceArgs};
+use super::project::ComposeProject;
+use super::Compose;
+use crate::availability::AppliedFault;
+use crate::backend::Backend;
+use crate::checker::KeyObservation;
+use crate::clock::MasterClocks;
+use crate::cluster::DataMode;
+use crate::error::HarnessError;
+use crate::faults::FaultAction;
+use crate::history::RunClock;
+use crate::run::{RunOptions, RunReport};
+use crate::scenario::ScheduleParams;
+use crate::server::connect;
+use crate::verdict::{self, Evidence};
+use crate::workload::{self, ClientMode, WorkloadOptions, WorkloadStats};
+
+/// The time a client container gets, beyond the run, to finish and report.
+const REPORT_GRACE: Duration = Duration::from_secs(60);
+/// How far ahead of the containers' start the run's start is set: time for the clients to
+/// read it and connect.
+const START_LEAD: Duration = Duration::from_millis(1500);
+
+/// Runs `opts.scenario` against `project`'s masters with the clients in containers running
+/// `binary` (this program, `quorlock-chaos`).
+///
+/// # Errors
+/// When a fault needs the in-process proxies or clients (latency, blackhole, reset, client
+/// pauses), or docker, a container or a master fails.
+pub async fn run(
+    opts: RunOptions,
+    project: &ComposeProject,
+    binary: &Path,
+) -> Result<RunReport, HarnessError> {
+    opts.validate()?;
+    let mut compose = project.compose()?;
+    let masters = compose.len();
+    let scenario = opts.scenario;
+    let schedule = scenario.schedule(&ScheduleParams {
+        seed: opts.seed,
+        duration: opts.duration,
+        masters,
+        ttl: opts.ttl,
+        clients: opts.clients,
+    });
+    if let Some(f) = schedule.iter().find(|f| {
+        matches!(
+            f.action,
+            FaultAction::Latency(..)
+                | FaultAction::Blackhole(_)
+                | FaultAction::Reset(_)
+                | FaultAction::PauseClient(..)
+        )
+    }) {
+        return Err(HarnessError::InvalidOptions(format!(
+            "scenario {} needs `{}`, which only in-process clients (behind the harness's proxies) can have; \
+             run it without clients in containers",
+            scenario.name, f.action
+        )));
+    }
+    let groups = scenario.groups();
+    if opts.clients < groups {
+        return Err(HarnessError::InvalidOptions(format!(
+            "scenario {} has {groups} client groups, so it needs at least {groups} clients, got {}",
+            scenario.name, opts.clients
+        )));
+    }
+    let mut common = vec![
+        format!("--clients={}", opts.clients),
+        format!("--resources={}", opts.resources),
+        format!("--ttl={}ms", opts.ttl.as_millis()),
+        format!("--seed={}", opts.seed),
+        format!("--duration={}ms", opts.duration.as_millis()),
+        "--witness=redis://witness:6379".to_string(),
+    ];
+    match opts.mode {
+        ClientMode::Safe => {}
+        mode => common.push(format!("--unsafe={}", mode.name())),
+    }
+    // The nodes are known only once the containers know the services' names.
+    let node_urls: Vec<String> = {
+        let o = compose.options();
+        o.services.iter().map(|s| o.credentials.url(s, 6379)).collect()
+    };
+    common.push(format!("--nodes={}", node_urls.join(",")));
+    let mut clients =
+        ContainerClients::create(&compose, project.run_id(), binary, &SliceArgs { common }, groups).await?;
+    reset_witness(clients.witness_host_url(), opts.resources).await?;
+
+    // The run's zero is the wall-clock instant handed to the containers once they run.
+    let start = clients.start(START_LEAD).await?;
+    let ahead = start.duration_since(SystemTime::now()).unwrap_or_default();
+    let clock = RunClock::starting_at(std::time::Instant::now() + ahead);
+
+    let mut clocks = MasterClocks::emulated();
+    let mut applied = Vec::with_capacity(schedule.len());
+    for fault in schedule.iter().filter(|f| f.at < opts.duration) {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(clock.start() + fault.at)).await;
+        applied.push(apply(&fault.action, &mut compose, &mut clients, &mut clocks, clock).await?);
+    }
+    let outputs = tokio::time::timeout(opts.duration + REPORT_GRACE, clients.collect())
+        .await
+        .map_err(|_| {
+            HarnessError::Workload(format!(
+                "the client containers did not finish within {:?} of the run's start",
+                opts.duration + REPORT_GRACE
+            ))
+        })??;
+    let mut records = Vec::new();
+    let mut stats = WorkloadStats::default();
+    for out in outputs {
+        records.extend(out.records);
+        stats = add(stats, out.stats);
+    }
+    records.sort_by_key(|r| r.invoked);
+    let run_end = records
+        .iter()
+        .filter_map(|r| r.released.or(r.acquired).or(Some(r.invoked)))
+        .max()
+        .unwrap_or_default()
+        .max(clock.now().min(opts.duration));
+
+    heal_everything(&mut compose, &mut clients, &mut clocks, clock, &mut applied).await?;
+    let healed = clock.now();
+    let settle = healed + opts.ttl + opts.ttl / 2;
+    tokio::time::sleep_until(tokio::time::Instant::from_std(clock.start() + settle)).await;
+    let mut notes = vec![format!(
+        "clients ran in {groups} container(s) of their own, one per group; partitions disconnected them from the masters' networks"
+    )];
+    let key_prefix = WorkloadOptions::new(opts.clients, opts.ttl, opts.seed).key_prefix;
+    let observations = scan_lock_keys(&compose.urls(), &key_prefix, clock, &mut notes).await;
+    let witness_total = workload::witness_total(clients.witness_host_url(), opts.resources).await?;
+    if schedule
+        .iter()
+        .any(|f| matches!(f.action, FaultAction::ClockJump(..)))
+    {
+        notes.push("clock jumps are emulated by shifting TTLs on the compose backend".into());
+    }
+    Ok(verdict::assess(Evidence {
+        backend: "compose",
+        masters,
+        options: opts,
+        run_end,
+        healed,
+        records,
+        applied,
+        stats,
+        witness_total,
+        observations,
+        notes,
+    }))
+}
+
+fn add(a: WorkloadStats, b: WorkloadStats) -> WorkloadStats {
+    WorkloadStats {
+        increments: a.increments + b.increments,
+        late_writes: a.late_writes + b.late_writes,
+        skipped: a.skipped + b.skipped,
+        acquire_failures: a.acquire_failures + b.acquire_failures,
+        release_failures: a.release_failures + b.release_failures,
+        witness_errors: a.witness_errors + b.witness_errors,
+    }
+}
+
+async fn apply(
+    action: &FaultAction,
+    compose: &mut Compose,
+    clients: &mut ContainerClients,
+    clocks: &mut MasterClocks,
+    clock: RunClock,
+) -> Result<AppliedFault, HarnessError> {
+    let started = clock.now();
+    match action {
+        FaultAction::Kill(m) => Compose::kill(compose, *m).await?,
+        FaultAction::Pause(m) => Compose::pause(compose, *m).await?,
+        FaultAction::Resume(m) => Compose::resume(compose, *m).await?,
+        FaultAction::Restart(m, data) => Compose::restart(compose, *m, *data).await?,
+        FaultAction::Partition { group, masters } => clients.partition(*group, masters).await?,
+        FaultAction::HealNetwork => clients.heal().await?,
+        FaultAction::ClockJump(m, forward) => clocks.jump(*m, &compose.url(*m), *forward).await?,
+        other => {
+            return Err(HarnessError::InvalidOptions(format!(
+                "`{other}` cannot be applied with clients in containers"
+            )))
+        }
+    }
+    Ok(AppliedFault {
+        started,
+        finished: clock.now(),
+        action: action.clone(),
+    })
+}
+
+/// Resumes paused masters, restarts killed ones keeping their data, and reconnects cut
+/// client groups.
+async fn heal_everything(
+    compose: &mut Compose,
+    clients: &mut ContainerClients,
+    clocks: &mut MasterClocks,
+    clock: RunClock,
+    applied: &mut Vec<AppliedFault>,
+) -> Result<(), HarnessError> {
+    let mut killed = BTreeSet::new();
+    let mut paused = BTreeSet::new();
+    let mut network = false;
+    for f in applied.iter() {
+        match &f.action {
+            FaultAction::Kill(i) => {
+                killed.insert(*i);
+                paused.remove(i);
+            }
+            FaultAction::Pause(i) => {
+                paused.insert(*i);
+            }
+            FaultAction::Resume(i) => {
+                paused.remove(i);
+            }
+            FaultAction::Restart(i, _) => {
+                killed.remove(i);
+                paused.remove(i);
+            }
+            FaultAction::Partition { .. } => network = true,
+            FaultAction::HealNetwork => network = false,
+            _ => {}
+        }
+    }
+    let mut heal: Vec<FaultAction> = paused.into_iter().map(FaultAction::Resume).collect();
+    heal.extend(
+        killed
+            .into_iter()
+            .map(|i| FaultAction::Restart(i, DataMode::Keep)),
+    );
+    if network {
+        heal.push(FaultAction::HealNetwork);
+    }
+    for action in heal {
+        let done = apply(&action, compose, clients, clocks, clock).await?;
+        applied.push(done);
+    }
+    Ok(())
+}
+
+async fn reset_witness(url: &str, resources: usize) -> Result<(), HarnessError> {
+    let mut conn = connect(url, Duration::from_secs(5))
+        .await
+        .map_err(|e| HarnessError::redis("connecting to the witness container", e))?;
+    let keys: Vec<String> = (0..resources)
+        .map(|i| workload::witness_key(&workload::resource_name(i)))
+        .collect();
+    let _: () = conn
+        .del(&keys)
+        .await
+        .map_err(|e| HarnessError::redis("clearing the witness counters", e))?;
+    Ok(())
+}
+
+/// `KEYS prefix*` and `PTTL` on every master, from the host.
+async fn scan_lock_keys(
+    urls: &[String],
+    prefix: &str,
+    clock: RunClock,
+    notes: &mut Vec<String>,
+) -> Vec<KeyObservation> {
+    let mut found = Vec::new();
+    for (master, url) in urls.iter().enumerate() {
+        let scanned: redis::RedisResult<Vec<(String, i64)>> = async {
+            let mut conn = connect(url, Duration::from_secs(5)).await?;
+            let keys: Vec<String> = conn.keys(format!("{prefix}*")).await?;
+            let mut out = Vec::with_capacity(keys.len());
+            for key in keys {
+                let pttl: i64 = conn.pttl(&key).await?;
+                out.push((key, pttl));
+            }
+            Ok(out)
+        }
+        .await;
+        match scanned {
+            Ok(keys) => found.extend(keys.into_iter().filter(|(_, pttl)| *pttl != -2).map(
+                |(key, pttl_ms)| KeyObservation {
+                    master,
+                    key,
+                    pttl_ms,
+                    observed_at: clock.now(),
+                },
+            )),
+            Err(e) => notes.push(format!("could not scan m{master} for leaked keys: {e}")),
+        }
+    }
+    found
+}
