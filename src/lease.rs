@@ -184,22 +184,22 @@ impl Lease {
         }
     }
 
-    /// Marks the lock lost and wakes everyone waiting on `lost()`; says whether it was not
-    /// known lost before.
-    pub(crate) fn mark_lost(&self) -> bool {
-        let mut newly = false;
-        self.status.modify(|s| {
-            newly = !std::mem::replace(&mut s.lost, true);
-            newly
-        });
-        newly
+    /// Marks the lock lost and wakes everyone waiting on `lost()`.
+    pub(crate) fn mark_lost(&self) {
+        self.status.modify(|s| !std::mem::replace(&mut s.lost, true));
     }
 
-    /// Marks the lock lost, found so for `cause` while held: counted once per lock.
+    /// Marks the lock lost, found so for `cause` while held: counted once per lock, before anyone
+    /// waiting on `lost()` wakes.
     pub(crate) fn lose(&self, cause: Cause) {
-        if !self.is_released() && self.mark_lost() {
-            metrics::lost(cause);
-        }
+        let held = !self.is_released();
+        self.status.modify(|s| {
+            let newly = !std::mem::replace(&mut s.lost, true);
+            if newly && held {
+                metrics::lost(cause);
+            }
+            newly
+        });
     }
 
     pub(crate) fn set_released(&self) {
