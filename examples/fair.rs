@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let locks = common::connect().await?;
     let ttl = Duration::from_secs(10);
 
