@@ -34,7 +34,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .snapshot()
         .into_vec()
         .into_iter()
-        .map(|(key, _, _, value)| format!("{:?} {:?}", key.key(), value))
+        .map(|(key, _, _, value)| {
+            let key = key.key();
+            let labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={:?}", l.key(), l.value()))
+                .collect();
+            format!("{}{{{}}} {value:?}", key.name(), labels.join(","))
+        })
         .collect();
     rows.sort();
     for row in rows {
