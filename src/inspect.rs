@@ -20,6 +20,8 @@ use crate::lua::{eval, INSPECT_SCRIPT};
 
 /// What one master holds under a lock's key.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Holding {
     /// The token stored under the key.
     pub token: String,
@@ -30,6 +32,8 @@ pub struct Holding {
 
 /// One master's answer to an inspection.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct MasterState {
     /// The master's position in the configured list.
     pub node: usize,
@@ -40,7 +44,26 @@ pub struct MasterState {
     pub state: Result<Option<Holding>, NodeErrorKind>,
 }
 
+impl Holding {
+    /// `token` stored under the key, expiring in `ttl` (`None`: no expiry).
+    pub fn new(token: impl Into<String>, ttl: Option<Duration>) -> Self {
+        Self {
+            token: token.into(),
+            ttl,
+        }
+    }
+}
+
 impl MasterState {
+    /// Master `node` (at `addr`) answered `state`.
+    pub fn new(node: usize, addr: impl Into<String>, state: Result<Option<Holding>, NodeErrorKind>) -> Self {
+        Self {
+            node,
+            addr: addr.into(),
+            state,
+        }
+    }
+
     /// The token this master holds, if it answered and holds one.
     pub fn token(&self) -> Option<&str> {
         match &self.state {
@@ -57,6 +80,8 @@ impl MasterState {
 
 /// The state of one lock on every master, from [`Quorlock::inspect`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Inspection {
     /// The resource inspected.
     pub resource: String,
@@ -69,6 +94,22 @@ pub struct Inspection {
 }
 
 impl Inspection {
+    /// The answers `masters` about `resource` (read under `key`), of which `quorum` make a
+    /// majority: what [`Quorlock::inspect`] returns, for code that renders or tests one.
+    pub fn new(
+        resource: impl Into<String>,
+        key: impl Into<String>,
+        quorum: usize,
+        masters: Vec<MasterState>,
+    ) -> Self {
+        Self {
+            resource: resource.into(),
+            key: key.into(),
+            quorum,
+            masters,
+        }
+    }
+
     /// The token found on the most masters, with its count (ties go to the lowest token).
     pub fn leading(&self) -> Option<(&str, usize)> {
         let mut counts: HashMap<&str, usize> = HashMap::new();

@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::coalesce::Turn;
+use crate::metrics::{self, Cause};
 use crate::ops::LockOps;
 
 /// How much earlier than the end of validity the lock counts as lost (`is_lost()`, `lost()`):
@@ -88,6 +89,8 @@ pub(crate) struct Lease {
     pub(crate) watched: std::sync::OnceLock<u64>,
     /// This task's turn in the process's local queue for the key, held until the release is done.
     turn: Mutex<Option<Turn>>,
+    /// The lock in the held-locks gauge, until it is released.
+    held: metrics::Held,
 }
 
 impl std::fmt::Debug for Lease {
@@ -128,6 +131,7 @@ impl Lease {
             released: Mutex::new(false),
             watched: std::sync::OnceLock::new(),
             turn: Mutex::new(None),
+            held: metrics::Held::start(),
         }
     }
 }
@@ -185,8 +189,22 @@ impl Lease {
         self.status.modify(|s| !std::mem::replace(&mut s.lost, true));
     }
 
+    /// Marks the lock lost, found so for `cause` while held: counted once per lock, before anyone
+    /// waiting on `lost()` wakes.
+    pub(crate) fn lose(&self, cause: Cause) {
+        let held = !self.is_released();
+        self.status.modify(|s| {
+            let newly = !std::mem::replace(&mut s.lost, true);
+            if newly && held {
+                metrics::lost(cause);
+            }
+            newly
+        });
+    }
+
     pub(crate) fn set_released(&self) {
         *self.released.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.held.end();
     }
 
     pub(crate) fn is_released(&self) -> bool {

@@ -90,6 +90,7 @@ mod lease;
 mod link;
 mod lock;
 mod lua;
+pub mod metrics;
 mod names;
 mod node;
 mod ops;
@@ -110,6 +111,7 @@ pub use error::{
     WithLockError,
 };
 pub use fenced_store::{FencedError, FencedStore, DEFAULT_FENCE_SUFFIX};
+pub use health::{HealthSnapshot, Ignored, MasterHealth};
 pub use inspect::{Holding, Inspection, MasterState};
 pub use kinds::{FairOptions, LockOwner, Ticket};
 pub use lock::Lock;

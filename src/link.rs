@@ -529,6 +529,7 @@ impl Masters {
 
     /// Master `index`'s failure, as errors report it.
     pub(crate) fn failure(&self, index: usize, kind: NodeErrorKind) -> NodeFailure {
+        crate::metrics::node_error(self.addr(index), &kind);
         NodeFailure {
             node: index,
             addr: self.addr(index).to_owned(),

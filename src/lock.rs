@@ -17,6 +17,7 @@ use crate::client::{Guard, Quorlock};
 use crate::core::RetryPlan;
 use crate::error::{AcquireError, InputError};
 use crate::kinds::{fair, fenced, multi, reentrant, FairOptions, LockOwner};
+use crate::metrics;
 use crate::watchdog::KeepAlive;
 
 /// A lock request: start one with [`Quorlock::lock`] or [`Quorlock::lock_all`].
@@ -256,6 +257,18 @@ impl<'a> Lock<'a> {
 
     /// Sends the request: retrying within `plan`, or one round when `plan` is `None`.
     async fn send(self, plan: Option<RetryPlan>) -> Result<Guard, AcquireError> {
+        let since = metrics::Stopwatch::start();
+        let kind = match (&self.target, &self.kind) {
+            (Target::All(_), Kind::Plain) => "multi",
+            (_, kind) => kind.name(),
+        };
+        let result = self.dispatch(plan).await;
+        metrics::acquisition(kind, since, &result);
+        result
+    }
+
+    /// Hands the request to its kind.
+    async fn dispatch(self, plan: Option<RetryPlan>) -> Result<Guard, AcquireError> {
         let inner = &self.client.inner;
         match (&self.target, self.kind) {
             (Target::One(resource), Kind::Plain) => inner.acquire_plain(resource, self.ttl, plan).await,

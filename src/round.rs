@@ -23,6 +23,7 @@ use crate::error::{AcquireError, NodeErrorKind, NodeFailure};
 use crate::fanout::Fanout;
 use crate::health::Health;
 use crate::link::{Link, Masters};
+use crate::metrics;
 use crate::ops::LockOps;
 use crate::release::{Release, ReleaseOnDrop};
 
@@ -139,6 +140,8 @@ impl Round<'_> {
     where
         F: Future<Output = Result<(), NodeErrorKind>> + Unpin,
     {
+        let since = metrics::Stopwatch::start();
+        let opened = Instant::now();
         let deadline = Instant::from_std(tally.deadline());
         // One timer for the whole round, not one per reply, and none when the requests' own node
         // timeouts (at most two in a row per request) end them all before time could decide: a
@@ -154,6 +157,7 @@ impl Round<'_> {
                 reply = pending.next() => match reply {
                     Some((node, result)) => {
                         let now = Instant::now();
+                        self.health.observe(node, result.as_ref().err(), now.saturating_duration_since(opened));
                         let result = result.and_then(|()| match self.masters.get(node) {
                             Some(link) => self.health.admit(link, now),
                             None => Ok(()),
@@ -185,6 +189,8 @@ impl Round<'_> {
                 }
             };
             if decision.is_final() {
+                metrics::round(since, matches!(decision, Decision::Acquired { .. }));
+                self.health.publish(self.masters);
                 // The operation's span (acquire, extend, ...) declares these fields; elsewhere
                 // recording them is a no-op.
                 let span = Span::current();

@@ -18,7 +18,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rand::{Rng, RngCore, TryRngCore};
+use std::convert::Infallible;
+
+use rand::{RngExt, TryRng};
 
 use crate::core::Backoff;
 use crate::error::AcquireError;
@@ -50,7 +52,7 @@ impl Entropy {
     pub(crate) fn token(&self) -> Result<Arc<str>, AcquireError> {
         let mut bytes = [0u8; 16];
         match self {
-            Entropy::Os => rand::rngs::OsRng
+            Entropy::Os => rand::rngs::SysRng
                 .try_fill_bytes(&mut bytes)
                 .map_err(|e| AcquireError::Rng(e.to_string()))?,
             Entropy::Custom(env) => env.fill(&mut bytes),
@@ -69,7 +71,7 @@ impl Entropy {
         let mut bytes = [0u8; 16];
         match self {
             Entropy::Os => {
-                if rand::rngs::OsRng.try_fill_bytes(&mut bytes).is_err() {
+                if rand::rngs::SysRng.try_fill_bytes(&mut bytes).is_err() {
                     bytes = [0; 16];
                 }
                 let mixed = u128::from_le_bytes(bytes) ^ rand::rng().random::<u128>();
@@ -121,21 +123,24 @@ fn identity(bytes: [u8; 16]) -> String {
 /// An application's environment as a generator.
 struct EnvRng<'a>(&'a dyn Environment);
 
-impl RngCore for EnvRng<'_> {
-    fn next_u32(&mut self) -> u32 {
+impl TryRng for EnvRng<'_> {
+    type Error = Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
         let mut bytes = [0u8; 4];
         self.0.fill(&mut bytes);
-        u32::from_le_bytes(bytes)
+        Ok(u32::from_le_bytes(bytes))
     }
 
-    fn next_u64(&mut self) -> u64 {
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
         let mut bytes = [0u8; 8];
         self.0.fill(&mut bytes);
-        u64::from_le_bytes(bytes)
+        Ok(u64::from_le_bytes(bytes))
     }
 
-    fn fill_bytes(&mut self, dest: &mut [u8]) {
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), Infallible> {
         self.0.fill(dest);
+        Ok(())
     }
 }
 

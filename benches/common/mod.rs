@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use quorlock::{Guard, Quorlock};
 use quorlock_chaos::{Cluster, ClusterOptions};
-use rand::RngCore;
+use rand::Rng;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 

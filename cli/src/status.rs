@@ -164,28 +164,19 @@ mod tests {
     use quorlock::Holding;
 
     fn sample() -> Inspection {
-        let held = |node: usize, token: &str| MasterState {
-            node,
-            addr: format!("127.0.0.1:700{node}"),
-            state: Ok(Some(Holding {
-                token: token.into(),
-                ttl: Some(Duration::from_millis(2500)),
-            })),
+        let held = |node: usize, token: &str| {
+            MasterState::new(
+                node,
+                format!("127.0.0.1:700{node}"),
+                Ok(Some(Holding::new(token, Some(Duration::from_millis(2500))))),
+            )
         };
-        Inspection {
-            resource: "k".into(),
-            key: "k".into(),
-            quorum: 2,
-            masters: vec![
-                held(0, "abc"),
-                MasterState {
-                    node: 1,
-                    addr: "127.0.0.1:7001".into(),
-                    state: Err(NodeErrorKind::Timeout),
-                },
-                held(2, "abc"),
-            ],
-        }
+        let masters = vec![
+            held(0, "abc"),
+            MasterState::new(1, "127.0.0.1:7001", Err(NodeErrorKind::Timeout)),
+            held(2, "abc"),
+        ];
+        Inspection::new("k", "k", 2, masters)
     }
 
     #[test]

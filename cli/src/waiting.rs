@@ -138,27 +138,17 @@ mod tests {
     use quorlock::{Holding, MasterState, NodeErrorKind};
 
     fn inspection(states: Vec<Result<Option<Holding>, NodeErrorKind>>) -> Inspection {
-        Inspection {
-            resource: "k".into(),
-            key: "k".into(),
-            quorum: states.len() / 2 + 1,
-            masters: states
-                .into_iter()
-                .enumerate()
-                .map(|(node, state)| MasterState {
-                    node,
-                    addr: format!("127.0.0.1:{node}"),
-                    state,
-                })
-                .collect(),
-        }
+        let quorum = states.len() / 2 + 1;
+        let masters = states
+            .into_iter()
+            .enumerate()
+            .map(|(node, state)| MasterState::new(node, format!("127.0.0.1:{node}"), state))
+            .collect();
+        Inspection::new("k", "k", quorum, masters)
     }
 
     fn held(token: &str, ttl_ms: u64) -> Result<Option<Holding>, NodeErrorKind> {
-        Ok(Some(Holding {
-            token: token.into(),
-            ttl: Some(Duration::from_millis(ttl_ms)),
-        }))
+        Ok(Some(Holding::new(token, Some(Duration::from_millis(ttl_ms)))))
     }
 
     const TOKEN: &str = "1a2b3c4d5e6f708192a3b4c5d6e7f809";

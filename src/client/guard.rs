@@ -31,6 +31,7 @@ use crate::core::{Decision, Tally};
 use crate::error::{ExtendError, ReleaseError, Released};
 use crate::lease::Lease;
 use crate::lua::Found;
+use crate::metrics::{self, Cause};
 use crate::names::ttl_millis;
 use crate::release::{report_unawaited, Release, Releasing};
 use crate::watchdog::KeepAlive;
@@ -154,7 +155,7 @@ impl Guard {
             });
         }
         if Instant::now() >= status.valid_until {
-            lease.mark_lost();
+            lease.lose(Cause::Expired);
             return Err(ExtendError::Expired {
                 resource: lease.resource.clone(),
             });
@@ -177,7 +178,7 @@ impl Guard {
                 Ok(validity)
             }
             _ => {
-                lease.mark_lost();
+                lease.lose(Cause::ExtendFailed);
                 failures.sort_by_key(|f| f.node);
                 Err(ExtendError::Lost {
                     resource: lease.resource.clone(),
@@ -201,6 +202,7 @@ impl Guard {
         let (client, lease) = (Arc::clone(&self.client), Arc::clone(&self.lease));
         // Whether the holder's own clock says the lock had expired when its release went out.
         let expired = Instant::now() >= lease.valid_until();
+        let known_lost = lease.status.get().lost;
         lease.set_released();
         // From here on, dropping this future part-way still releases from a task.
         let mut net = ReleaseNet(Some((Arc::clone(&client), Arc::clone(&lease))));
@@ -215,7 +217,16 @@ impl Guard {
         lease.mark_lost();
         drop(lease.take_turn());
         Span::current().record("held", out.held);
-        verdict(out, &lease.resource, client.masters().len(), expired)
+        let result = verdict(out, &lease.resource, client.masters().len(), expired);
+        if !known_lost {
+            match &result {
+                Err(ReleaseError::Expired { .. }) => metrics::lost(Cause::Expired),
+                Err(ReleaseError::TakenOver { .. }) => metrics::lost(Cause::TakenOver),
+                Err(ReleaseError::Absent { .. }) => metrics::lost(Cause::Vanished),
+                _ => {}
+            }
+        }
+        result
     }
 }
 

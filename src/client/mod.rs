@@ -22,7 +22,7 @@ use crate::coalesce::LocalQueue;
 use crate::config::Config;
 use crate::core::{quorum, RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
-use crate::health::Health;
+use crate::health::{Health, HealthSnapshot};
 use crate::lease::Lease;
 use crate::link::{Link, Masters};
 use crate::names::Names;
@@ -79,6 +79,26 @@ impl Quorlock {
     /// The number of masters that make a majority.
     pub fn quorum(&self) -> usize {
         quorum(self.inner.masters.len())
+    }
+
+    /// Each master's health, from what this client already knows (nothing is sent): whether its
+    /// votes count now and why not (unreachable, unverified since a reconnect, within the restart
+    /// grace), how long until they count again, whether its fencing counter awaits repair, its
+    /// last fault and its last round trip.
+    ///
+    /// ```no_run
+    /// # fn run(locks: quorlock::Quorlock) {
+    /// let health = locks.health();
+    /// for master in &health.masters {
+    ///     if let Some(why) = master.ignored {
+    ///         eprintln!("{}: votes ignored ({why:?}), last error: {:?}", master.addr, master.last_error);
+    ///     }
+    /// }
+    /// assert!(health.counting() <= health.masters.len());
+    /// # }
+    /// ```
+    pub fn health(&self) -> HealthSnapshot {
+        self.inner.health.snapshot(&self.inner.masters)
     }
 
     /// The watchdog's counters.

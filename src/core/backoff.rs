@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use rand::Rng;
+use rand::{Rng, RngExt};
 
 pub use crate::error::BackoffError;
 

@@ -67,6 +67,22 @@ impl PartialEq for Detail {
 
 impl Eq for Detail {}
 
+/// Written as its message alone: the error it came from stays behind.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Detail {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.message)
+    }
+}
+
+/// Read from its message; the error it came from is not restored.
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Detail {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Detail::from)
+    }
+}
+
 impl From<String> for Detail {
     fn from(message: String) -> Self {
         Self { message, cause: None }
@@ -81,6 +97,8 @@ impl From<&str> for Detail {
 
 /// What went wrong with one master during one operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum NodeErrorKind {
     /// The key is held by another token (acquire), or holds another token (extend, release).
@@ -166,6 +184,7 @@ impl fmt::Display for NodeErrorKind {
 
 /// One master's failure: its index in the configured list, its address, and what happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct NodeFailure {
     /// The master's position in the list given to the builder.

@@ -8,6 +8,7 @@ use super::{list, Failures, InputError, NodeFailure};
 /// A release returns as soon as a majority of masters confirmed it; masters still answering then are
 /// released in the background and are not listed here.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct Released {
     /// On how many masters our token was found and deleted.

@@ -62,6 +62,7 @@ pub(crate) fn tick(health: &Arc<Health>, masters: &Arc<Masters>) {
                     if let Some(link) = masters.get(index) {
                         check(&health, link).await;
                     }
+                    health.publish(&masters);
                     health.release_claim(index);
                 });
             }
@@ -73,7 +74,10 @@ pub(crate) fn tick(health: &Arc<Health>, masters: &Arc<Masters>) {
 /// Reads `node`'s identity and durability once and records it.
 async fn check(health: &Health, node: &Link) -> Option<Snapshot> {
     let before = node.disconnects();
-    match inspect(node).await {
+    let sent = Instant::now();
+    let result = inspect(node).await;
+    health.observe(node.index(), result.as_ref().err(), sent.elapsed());
+    match result {
         Ok(snapshot) => {
             debug!(node = node.index(), addr = node.addr(), run_id = %snapshot.run_id, uptime_s = snapshot.uptime_secs, "master checked");
             health.record(node, before, &snapshot, Instant::now());
@@ -144,6 +148,7 @@ pub(crate) async fn check_at_build(health: &Health, masters: &Masters) {
             _ => {}
         }
     }
+    health.publish(masters);
 }
 
 /// Runs `INFO` and `CONFIG GET appendfsync` on one master.

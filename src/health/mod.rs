@@ -41,8 +41,10 @@ use crate::error::NodeErrorKind;
 use crate::link::Link;
 
 mod check;
+mod snapshot;
 
 pub(crate) use check::{check_at_build, tick, Snapshot};
+pub use snapshot::{HealthSnapshot, Ignored, MasterHealth};
 
 /// Least delay between two checks of a master whose identity is unverified (down, or reconnected).
 const UNVERIFIED_RETRY: Duration = Duration::from_millis(100);
@@ -67,6 +69,12 @@ struct NodeState {
     fence_repair_full: bool,
     /// Whether the only reason for that repair is that the counter was absent when last asked.
     fence_absent: bool,
+    /// Whether the last request to the master timed out or could not connect.
+    unreachable: bool,
+    /// The master's last fault (a refusal such as "held" is not one).
+    last_error: Option<NodeErrorKind>,
+    /// How long the master took to answer the last request it answered.
+    round_trip: Option<Duration>,
 }
 
 /// The health of every master, shared by every handle and guard.
@@ -79,6 +87,8 @@ pub(crate) struct Health {
     max_ttl_ms: AtomicU64,
     nodes: Vec<Mutex<NodeState>>,
     last_periodic: Mutex<Instant>,
+    /// This client's share of the ignored-masters gauge, by reason, as last published.
+    published: Mutex<[i64; snapshot::REASONS]>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -96,6 +106,7 @@ impl Health {
             max_ttl_ms: AtomicU64::new(0),
             nodes: (0..n).map(|_| Mutex::new(NodeState::default())).collect(),
             last_periodic: Mutex::new(Instant::now()),
+            published: Mutex::new([0; snapshot::REASONS]),
         }
     }
 
@@ -113,6 +124,31 @@ impl Health {
 
     fn state(&self, node: usize) -> Option<MutexGuard<'_, NodeState>> {
         self.nodes.get(node).map(locked)
+    }
+
+    /// Records how master `node` answered a request sent `after` ago: as asked (`None`) or with
+    /// `error`. A master that answered, even with a refusal, is reachable.
+    pub(crate) fn observe(&self, node: usize, error: Option<&NodeErrorKind>, after: Duration) {
+        let Some(mut state) = self.state(node) else {
+            return;
+        };
+        match error {
+            Some(kind) if kind.is_unreachable() => {
+                state.unreachable = true;
+                state.last_error = Some(kind.clone());
+            }
+            Some(kind) => {
+                state.unreachable = false;
+                state.round_trip = Some(after);
+                if !kind.is_contention() && *kind != NodeErrorKind::Absent {
+                    state.last_error = Some(kind.clone());
+                }
+            }
+            None => {
+                state.unreachable = false;
+                state.round_trip = Some(after);
+            }
+        }
     }
 
     /// Whether a yes from `link` at `now` may count towards a majority.

@@ -21,6 +21,7 @@ use crate::core::{Decision, Tally, Vote};
 use crate::error::NodeErrorKind;
 use crate::link::{compare_extend, Call, Masters};
 use crate::lua::{sha1_hex, Lua};
+use crate::metrics::{self, Cause};
 use crate::names::ttl_millis;
 
 /// What one tick did.
@@ -177,6 +178,7 @@ pub(super) async fn renew(
                     Err(kind) => kind,
                 };
                 debug!(node, error = %kind, "renewal pipeline failed on a master");
+                metrics::node_error(masters_of.addr(node), &kind);
                 for round in rounds.iter_mut() {
                     if kind.is_unreachable() {
                         round.unreachable += 1;
@@ -200,6 +202,7 @@ pub(super) async fn renew(
         round.tally.poll(now.into_std());
         round.settle(&due[round.due]);
         let held = &due[round.due].held;
+        metrics::renewal(round.applied);
         outcomes[round.due] = if round.applied {
             Outcome::Renewed { started }
         } else {
@@ -210,7 +213,10 @@ pub(super) async fn renew(
                 }
                 verdict => {
                     warn!(resource = %held.resource, ?verdict, yes = round.yes, "watchdog found the lock lost");
-                    held.mark_lost();
+                    held.lose(match verdict {
+                        Verdict::Conflict => Cause::TakenOver,
+                        _ => Cause::RenewalFailed,
+                    });
                     lost += 1;
                     Outcome::Stop
                 }

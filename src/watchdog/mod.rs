@@ -42,6 +42,7 @@ use crate::config::Config;
 use crate::core::renewal;
 use crate::lease::Lease;
 use crate::link::Masters;
+use crate::metrics::Cause;
 
 /// How much time each renewal adds to the bound on a tick's pipeline, on top of the node timeout:
 /// 20 µs, so 10,000 renewals may take 200 ms more than a single command. The bound is raised to
@@ -286,7 +287,7 @@ impl Shared {
             }
             if now >= status.valid_until {
                 // Renewals kept failing until the validity ran out.
-                held.mark_lost();
+                held.lose(Cause::Expired);
                 lost += 1;
                 warn!(resource = %held.resource, "watchdog could not renew the lock before its validity ended; it is lost");
                 return false;

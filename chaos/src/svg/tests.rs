@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 use super::*;
 use crate::history::{FaultWindow, LockRecord};

@@ -9,7 +9,7 @@ use std::time::Duration;
 use quorlock_chaos::sim::{sha1_hex, Flavor, MasterConfig, Persistence, SimMaster};
 use quorlock_chaos::{Cluster, ClusterOptions, Server};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use redis::{ConnectionLike, Value};
 
 /// Stands for the server's own `run_id` in arguments: each side gets its own.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use quorlock::{AcquireError, NodeErrorKind, Quorlock};
 use quorlock_chaos::svg::{Refusal, RefusalKind};
 use quorlock_chaos::{History, LockRecord};
-use rand::Rng;
+use rand::RngExt;
 use tokio::task::JoinHandle;
 
 /// Lifetime of each lock the workers take.
