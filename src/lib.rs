@@ -45,7 +45,7 @@
 //!    redis-rs implementation (with `tls`); `link` reads replies into what they mean for a lock,
 //!    once for every implementation, and sends each master the native commands its server offers.
 //!    [`config`] is checked once at `build()`.
-//! 4. **[`core`]: every decision, pure.** No tokio, no redis: quorum, drift and validity, the
+//! 4. **`core`: every decision, pure.** No tokio, no redis: quorum, drift and validity, the
 //!    tally, the round's error, the release verdict, the expiry majority, the restart-grace
 //!    admission, each server's native commands, backoff, the renewal schedule, fencing arithmetic,
 //!    and each kind's rules.
@@ -78,7 +78,7 @@ mod by_token;
 mod client;
 mod coalesce;
 pub mod config;
-pub mod core;
+mod core;
 pub mod error;
 mod fanout;
 mod fence;

@@ -30,6 +30,6 @@ pub mod round;
 pub mod tally;
 pub mod timing;
 
-pub use backoff::{Backoff, BackoffError, RetryPlan};
+pub use backoff::{Backoff, RetryPlan};
 pub use tally::{Decision, Failure, Tally, Vote};
-pub use timing::{drift, quorum, validity, Timing, TimingError};
+pub use timing::{drift, quorum, Timing};

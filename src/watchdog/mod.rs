@@ -61,9 +61,7 @@ pub(crate) const RENEWAL_CONNECTION_RECYCLE: usize = 1_000;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct KeepAlive {
-    /// Time between renewals; `None` renews every `ttl / 3`
-    /// ([`DEFAULT_RENEWALS_PER_TTL`](crate::core::renewal::DEFAULT_RENEWALS_PER_TTL)). Kept within
-    /// `[10 ms, ttl / 2]`.
+    /// Time between renewals; `None` renews every `ttl / 3`. Kept within `[10 ms, ttl / 2]`.
     pub interval: Option<Duration>,
     /// A cap on the total hold, counted from the start of keep-alive; `None` for no cap. The last
     /// renewals are shortened so the lock expires at the cap.

@@ -87,14 +87,6 @@ impl AcquireReply {
             _ => None,
         }
     }
-
-    /// Whether the master must be repaired before its vote counts.
-    pub fn needs_repair(&self) -> bool {
-        matches!(
-            self,
-            AcquireReply::Uninitialized | AcquireReply::Regressed | AcquireReply::NewEpoch
-        )
-    }
 }
 
 /// The fencing token of an acquisition: the largest counter among the masters that granted it.
@@ -189,9 +181,6 @@ mod tests {
         assert_eq!(AcquireReply::from_reply(0), None);
         assert_eq!(AcquireReply::from_reply(-4), Some(AcquireReply::NewEpoch));
         assert_eq!(AcquireReply::from_reply(-5), None);
-        assert!(AcquireReply::NewEpoch.needs_repair());
-        assert!(AcquireReply::Regressed.needs_repair());
-        assert!(!AcquireReply::Held.needs_repair());
     }
 
     #[test]
