@@ -23,10 +23,10 @@
 //! 1. **Public API.** [`Lock`] (`lock`): one request for every kind of lock, with this call's wait
 //!    and attempts, sent by `acquire`, `try_acquire` or `with`; [`Quorlock`] (`client/`: the
 //!    handle, building it, the plain acquire, and the [`Guard`]); the lock [`kinds`] (reentrant
-//!    [`LockOwner`], multi-resource, fair [`Ticket`], fenced); work under a lock (`with_lock`,
-//!    [`LockHandle`]); [`Quorlock::release_token`]
-//!    (`by_token`); [`Inspection`] (`inspect`), and of a semaphore or read-write lock
-//! (`inspect_kinds`); [`FencedStore`] (`fenced_store`), a resource that
+//!    [`LockOwner`], multi-resource, fair [`Ticket`], fenced, semaphore, read-write); work under a
+//!    lock (`with_lock`, [`LockHandle`]); [`Quorlock::release_token`]
+//!    (`by_token`); [`Inspection`] (`inspect`), and [`SemaphoreInspection`] and [`RwInspection`]
+//!    (`inspect_kinds`); [`FencedStore`] (`fenced_store`), a resource that
 //!    rejects stale fencing tokens. A kind supplies its keys, its scripts and what its replies mean;
 //!    it never re-implements the round.
 //! 2. **Mechanisms, each written once, each taking only what it needs:**

@@ -60,8 +60,8 @@ impl Master {
     /// The script: take `slot` if free, else name the first free slot, else full.
     fn take_slot(&mut self, client: usize, slot: u32, permits: u32, now: u64) -> SlotReply {
         self.purge(now);
-        if !self.held.contains_key(&slot) {
-            self.held.insert(slot, (client, now + TTL_MS));
+        if let std::collections::hash_map::Entry::Vacant(free) = self.held.entry(slot) {
+            free.insert((client, now + TTL_MS));
             return SlotReply::Took;
         }
         (0..permits)
