@@ -163,3 +163,21 @@ async fn a_writer_that_gives_up_lets_readers_in_again() {
         .expect("release");
     reader.release().await.expect("release");
 }
+
+#[tokio::test]
+async fn work_under_a_read_hold_is_kept_alive_past_its_ttl() {
+    let c = cluster(3).await;
+    let locks = locks(&c).await;
+    let ttl = Duration::from_millis(600);
+    let other = locks.clone();
+    let out = locks
+        .read("long-read", ttl)
+        .with(|_| async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            // Past the TTL, the watchdog's extends still keep the writer out.
+            other.write("long-read", TTL).try_acquire().await.is_err()
+        })
+        .await
+        .expect("the work ran under the read hold");
+    assert!(out, "a writer got in under a kept-alive read");
+}

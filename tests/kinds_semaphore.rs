@@ -175,3 +175,20 @@ async fn three_clients_each_cut_off_from_a_different_master_cannot_exceed_the_pe
     assert_eq!(slots.len(), held.len(), "two holders of one slot");
     proxies.heal();
 }
+
+#[tokio::test]
+async fn work_under_a_permit_is_kept_alive_past_its_ttl() {
+    let c = cluster(3).await;
+    let locks = locks(&c).await;
+    let ttl = Duration::from_millis(600);
+    let other = locks.clone();
+    let out = locks
+        .semaphore("long", 1, ttl)
+        .with(|_| async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            other.semaphore("long", 1, TTL).try_acquire().await.is_err()
+        })
+        .await
+        .expect("the work ran under the permit");
+    assert!(out, "a second holder of one permit under a kept-alive permit");
+}
