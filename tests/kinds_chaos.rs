@@ -30,7 +30,7 @@ fn options(clients: usize, mode: KindsMode, seed: u64) -> KindsOptions {
 fn history() -> KindsHistory {
     let clock = RunClock::new();
     KindsHistory {
-        holds: History::new(clock.clone()),
+        holds: History::new(clock),
         reads: History::new(clock),
     }
 }

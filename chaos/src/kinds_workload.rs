@@ -147,7 +147,7 @@ impl KindsClient {
         while clock.now() < until {
             round += 1;
             let mut record = LockRecord::invoked(self.id, &self.opts.resource, clock.now());
-            let write = matches!(self.opts.mode, KindsMode::ReadWrite(n) if round % n.max(1) == 0);
+            let write = matches!(self.opts.mode, KindsMode::ReadWrite(n) if round.is_multiple_of(n.max(1)));
             let hold = self.between(self.opts.hold.0, self.opts.hold.1);
             let nonce = self.next();
             let held = match &self.taker {
