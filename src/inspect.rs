@@ -154,6 +154,11 @@ impl Quorlock {
             return Err(InputError::EmptyResource);
         }
         let key = self.inner.names().key(resource);
+        Ok(self.inspect_key(resource, key).await)
+    }
+
+    /// Reads `key`, the lock key of `resource` or of one of its kind's keys, from every master.
+    pub(crate) async fn inspect_key(&self, resource: &str, key: String) -> Inspection {
         let cmd = std::sync::Arc::new(eval(INSPECT_SCRIPT, &[&key]));
         let masters = self.inner.masters();
         let answers = join_all(masters.iter().map(|link| {
@@ -167,12 +172,12 @@ impl Quorlock {
             }
         }))
         .await;
-        Ok(Inspection {
+        Inspection {
             resource: resource.to_owned(),
             key,
             quorum: quorum(masters.len()),
             masters: answers,
-        })
+        }
     }
 }
 

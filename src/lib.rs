@@ -23,9 +23,10 @@
 //! 1. **Public API.** [`Lock`] (`lock`): one request for every kind of lock, with this call's wait
 //!    and attempts, sent by `acquire`, `try_acquire` or `with`; [`Quorlock`] (`client/`: the
 //!    handle, building it, the plain acquire, and the [`Guard`]); the lock [`kinds`] (reentrant
-//!    [`LockOwner`], multi-resource, fair [`Ticket`], fenced); work under a lock (`with_lock`,
-//!    [`LockHandle`]); [`Quorlock::release_token`]
-//!    (`by_token`); [`Inspection`] (`inspect`); [`FencedStore`] (`fenced_store`), a resource that
+//!    [`LockOwner`], multi-resource, fair [`Ticket`], fenced, semaphore, read-write); work under a
+//!    lock (`with_lock`, [`LockHandle`]); [`Quorlock::release_token`]
+//!    (`by_token`); [`Inspection`] (`inspect`), and [`SemaphoreInspection`] and [`RwInspection`]
+//!    (`inspect_kinds`); [`FencedStore`] (`fenced_store`), a resource that
 //!    rejects stale fencing tokens. A kind supplies its keys, its scripts and what its replies mean;
 //!    it never re-implements the round.
 //! 2. **Mechanisms, each written once, each taking only what it needs:**
@@ -85,6 +86,7 @@ mod fence;
 mod fenced_store;
 mod health;
 mod inspect;
+mod inspect_kinds;
 pub mod kinds;
 mod lease;
 mod link;
@@ -107,12 +109,13 @@ mod with_lock;
 pub use client::{Guard, Quorlock};
 pub use config::{Config, QuorlockBuilder};
 pub use error::{
-    AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, ReleaseError, Released,
-    WithLockError,
+    AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, PermitsError,
+    ReleaseError, Released, WithLockError,
 };
 pub use fenced_store::{FencedError, FencedStore, DEFAULT_FENCE_SUFFIX};
 pub use health::{HealthSnapshot, Ignored, MasterHealth};
 pub use inspect::{Holding, Inspection, MasterState};
+pub use inspect_kinds::{ReadersState, RwInspection, SemaphoreInspection};
 pub use kinds::{FairOptions, LockOwner, Ticket};
 pub use lock::Lock;
 pub use watchdog::{KeepAlive, WatchdogStats};

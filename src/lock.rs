@@ -16,7 +16,7 @@ use tracing::{field, instrument};
 use crate::client::{Guard, Quorlock};
 use crate::core::RetryPlan;
 use crate::error::{AcquireError, InputError};
-use crate::kinds::{fair, fenced, multi, reentrant, FairOptions, LockOwner};
+use crate::kinds::{fair, fenced, multi, reentrant, rwlock, semaphore, FairOptions, LockOwner};
 use crate::metrics;
 use crate::watchdog::KeepAlive;
 
@@ -80,6 +80,9 @@ enum Kind {
     Fenced,
     Reentrant(LockOwner),
     Fair(FairOptions),
+    Semaphore(u32),
+    Read,
+    Write,
 }
 
 impl Kind {
@@ -89,6 +92,9 @@ impl Kind {
             Kind::Fenced => "fenced",
             Kind::Reentrant(_) => "reentrant",
             Kind::Fair(_) => "fair",
+            Kind::Semaphore(_) => "semaphore",
+            Kind::Read => "read",
+            Kind::Write => "write",
         }
     }
 }
@@ -113,6 +119,54 @@ impl Quorlock {
     {
         let all = resources.into_iter().map(|r| r.as_ref().to_owned()).collect();
         Lock::new(self, Target::All(all), ttl)
+    }
+
+    /// Starts a request for one of `permits` permits of the semaphore `resource`:
+    /// `lock(resource, ttl).permits(permits)`. At most `permits` holders hold one at once.
+    pub fn semaphore(&self, resource: &str, permits: u32, ttl: Duration) -> Lock<'_> {
+        self.lock(resource, ttl).permits(permits)
+    }
+
+    /// Starts a request for a read hold of the read-write lock `resource`:
+    /// `lock(resource, ttl).read()`.
+    pub fn read(&self, resource: &str, ttl: Duration) -> Lock<'_> {
+        self.lock(resource, ttl).read()
+    }
+
+    /// Starts a request for the write hold of the read-write lock `resource`:
+    /// `lock(resource, ttl).write()`.
+    pub fn write(&self, resource: &str, ttl: Duration) -> Lock<'_> {
+        self.lock(resource, ttl).write()
+    }
+
+    /// Acquires one of `permits` permits of `resource`, waiting as configured:
+    /// `semaphore(resource, permits, ttl).acquire()`.
+    ///
+    /// # Errors
+    /// As [`Lock::acquire`]; [`InputError::Permits`] for zero permits or too many.
+    pub async fn acquire_permit(
+        &self,
+        resource: &str,
+        permits: u32,
+        ttl: Duration,
+    ) -> Result<Guard, AcquireError> {
+        self.semaphore(resource, permits, ttl).acquire().await
+    }
+
+    /// Acquires a read hold of `resource`, waiting as configured: `read(resource, ttl).acquire()`.
+    ///
+    /// # Errors
+    /// As [`Lock::acquire`].
+    pub async fn acquire_read(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
+        self.read(resource, ttl).acquire().await
+    }
+
+    /// Acquires the write hold of `resource`, waiting as configured: `write(resource, ttl).acquire()`.
+    ///
+    /// # Errors
+    /// As [`Lock::acquire`].
+    pub async fn acquire_write(&self, resource: &str, ttl: Duration) -> Result<Guard, AcquireError> {
+        self.write(resource, ttl).acquire().await
     }
 
     /// Acquires `resource` for `ttl`, waiting as configured: `lock(resource, ttl).acquire()`.
@@ -192,6 +246,32 @@ impl<'a> Lock<'a> {
     /// Asks for a fair lock with `options` (a heartbeat, or a ticket drawn earlier).
     pub fn fair_with(mut self, options: FairOptions) -> Self {
         self.kind = Kind::Fair(options);
+        self
+    }
+
+    /// Asks for one of `permits` permits of a counting semaphore: at most `permits` holders at
+    /// once, each holding a slot ([`Guard::permit`]). Every permit is an ordinary lock on its own
+    /// slot key, decided by a majority, so a semaphore tolerates failed masters as a lock does.
+    /// A semaphore uses its own keys, so it does not exclude a plain lock on the same resource.
+    /// Every holder must ask with the same `permits`.
+    pub fn permits(mut self, permits: u32) -> Self {
+        self.kind = Kind::Semaphore(permits);
+        self
+    }
+
+    /// Asks for a read hold of a read-write lock: shared with other readers, refused while a
+    /// writer holds the lock or waits for it. Not reentrant, and never upgraded to a write (see
+    /// the [`kinds`](crate::kinds) notes). A read-write lock uses its own keys.
+    pub fn read(mut self) -> Self {
+        self.kind = Kind::Read;
+        self
+    }
+
+    /// Asks for the write hold of a read-write lock: exclusive of readers and other writers. While
+    /// readers hold it, the writer waits on the masters that refused it, and new readers are kept
+    /// out until it has written or given up.
+    pub fn write(mut self) -> Self {
+        self.kind = Kind::Write;
         self
     }
 
@@ -279,6 +359,15 @@ impl<'a> Lock<'a> {
             }
             (Target::One(resource), Kind::Fair(options)) => {
                 fair::acquire(inner, resource, self.ttl, options, plan).await
+            }
+            (Target::One(resource), Kind::Semaphore(permits)) => {
+                semaphore::acquire(inner, resource, permits, self.ttl, plan).await
+            }
+            (Target::One(resource), Kind::Read) => {
+                rwlock::acquire_read(inner, resource, self.ttl, plan).await
+            }
+            (Target::One(resource), Kind::Write) => {
+                rwlock::acquire_write(inner, resource, self.ttl, plan).await
             }
             (Target::All(all), Kind::Plain) => multi::acquire(inner, all, self.ttl, plan).await,
             (Target::All(_), kind) => Err(InputError::Unsupported {

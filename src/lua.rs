@@ -55,6 +55,20 @@ pub(crate) const MULTI_ACQUIRE_SCRIPT: &str = include_str!("scripts/multi_acquir
 pub(crate) const MULTI_RELEASE_SCRIPT: &str = include_str!("scripts/multi_release.lua");
 /// A multi-resource lock's extend.
 pub(crate) const MULTI_EXTEND_SCRIPT: &str = include_str!("scripts/multi_extend.lua");
+/// A semaphore's acquire: take the slot aimed at, or name the first free slot.
+pub(crate) const SEMAPHORE_ACQUIRE_SCRIPT: &str = include_str!("scripts/semaphore_acquire.lua");
+/// A read lock's acquire: join the readers unless a writer holds or waits.
+pub(crate) const RW_READ_SCRIPT: &str = include_str!("scripts/rw_read.lua");
+/// A read hold's release; the last reader announces it.
+pub(crate) const RW_READ_RELEASE_SCRIPT: &str = include_str!("scripts/rw_read_release.lua");
+/// A read hold's extend.
+pub(crate) const RW_READ_EXTEND_SCRIPT: &str = include_str!("scripts/rw_read_extend.lua");
+/// A write lock's acquire: the writer key unless a writer or readers hold; waits behind readers.
+pub(crate) const RW_WRITE_SCRIPT: &str = include_str!("scripts/rw_write.lua");
+/// A read-write lock's readers and waiting writers, read only.
+pub(crate) const RW_INSPECT_SCRIPT: &str = include_str!("scripts/rw_inspect.lua");
+/// A waiting writer giving up.
+pub(crate) const RW_LEAVE_SCRIPT: &str = include_str!("scripts/rw_leave.lua");
 /// A fair lock's acquire: queue the ticket and take the lock at the head of the queue.
 pub(crate) const FAIR_ACQUIRE_SCRIPT: &str = concat!(
     include_str!("scripts/fair_common.lua"),

@@ -22,6 +22,18 @@ pub const FENCE_EPOCH_KEY: &str = "quorlock:fence:epoch";
 pub const REENTRANT_TAG: &str = "quorlock:reentrant:";
 /// Put between the key prefix and the resource name to form a fair lock's keys.
 pub const FAIR_TAG: &str = "quorlock:fair:";
+/// Put between the key prefix and the resource name to form a semaphore's slot keys.
+pub const SEMAPHORE_TAG: &str = "quorlock:semaphore:";
+/// Put between a semaphore's tagged name and the slot's index to form the slot's key.
+pub const SLOT_INFIX: &str = ":slot:";
+/// Put between the key prefix and the resource name to form a read-write lock's keys.
+pub const RWLOCK_TAG: &str = "quorlock:rw:";
+/// Appended to a read-write lock's tagged name to form its writer key (a plain lock's token).
+pub const RW_WRITER_SUFFIX: &str = ":writer";
+/// Appended to a read-write lock's tagged name to form its readers (a sorted set by expiry).
+pub const RW_READERS_SUFFIX: &str = ":readers";
+/// Appended to a read-write lock's tagged name to form its waiting writers (a sorted set by expiry).
+pub const RW_WAITING_SUFFIX: &str = ":waiting";
 /// Appended to a fair lock's key to form its queue (a sorted set of tickets by ticket time).
 pub const FAIR_QUEUE_SUFFIX: &str = ":queue";
 /// Appended to a fair lock's key to form its waiters' heartbeat deadlines (a sorted set).
@@ -75,6 +87,18 @@ impl Names {
         key.push_str(tag);
         key.push_str(resource);
         key
+    }
+
+    /// The slot keys of a semaphore on `resource` with `permits` permits, in slot order.
+    pub(crate) fn slots(&self, resource: &str, permits: u32) -> Vec<String> {
+        let base = self.tagged(SEMAPHORE_TAG, resource);
+        (0..permits).map(|i| format!("{base}{SLOT_INFIX}{i}")).collect()
+    }
+
+    /// A read-write lock's keys on `resource`: the writer, the readers, the waiting writers.
+    pub(crate) fn rwlock(&self, resource: &str) -> [String; 3] {
+        let base = self.tagged(RWLOCK_TAG, resource);
+        [RW_WRITER_SUFFIX, RW_READERS_SUFFIX, RW_WAITING_SUFFIX].map(|suffix| format!("{base}{suffix}"))
     }
 
     /// The fencing counter key on every master.
@@ -158,6 +182,18 @@ mod tests {
         assert_eq!(names.key("r"), "p:r");
         assert_eq!(names.tagged(REENTRANT_TAG, "r"), "p:quorlock:reentrant:r");
         assert_eq!(names.fence_counter(), "p:quorlock:fence:counter");
+        assert_eq!(
+            names.slots("r", 2),
+            ["p:quorlock:semaphore:r:slot:0", "p:quorlock:semaphore:r:slot:1"]
+        );
+        assert_eq!(
+            names.rwlock("r"),
+            [
+                "p:quorlock:rw:r:writer",
+                "p:quorlock:rw:r:readers",
+                "p:quorlock:rw:r:waiting"
+            ]
+        );
         assert_eq!(names.fence_epoch(), "p:quorlock:fence:epoch");
         assert_eq!(release_channel("p:r"), "quorlock:released:p:r");
     }

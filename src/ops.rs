@@ -33,6 +33,14 @@ pub(crate) trait LockOps: Send + Sync + fmt::Debug + 'static {
     fn holds(&self) -> Option<u64> {
         None
     }
+    /// For a semaphore's permit, the slot it holds.
+    fn permit(&self) -> Option<u32> {
+        None
+    }
+    /// For a read-write lock, whether this is a read hold.
+    fn is_read(&self) -> Option<bool> {
+        None
+    }
     /// For a multi-resource lock, every resource it covers.
     fn resources(&self) -> Option<&[String]> {
         None

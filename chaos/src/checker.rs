@@ -1,6 +1,7 @@
 //! Pure checks over a run's history: mutual exclusion (overlapping safe intervals), lost
 //! updates of the read-modify-write witness, acquisitions while no majority was up,
-//! liveness, fencing-token reuse and leaked keys. No I/O, so every verdict is unit-tested.
+//! liveness, fencing-token reuse and leaked keys; for the other kinds, more holders of a
+//! semaphore than its permits, and a reader overlapping a writer. No I/O, so every verdict is unit-tested.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -207,6 +208,76 @@ pub fn leaks(
         .collect()
 }
 
+/// A moment when more holders of one semaphore were safe at once than it has permits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Excess {
+    /// The semaphore.
+    pub resource: String,
+    /// When the excess began: the acquisition that brought the holders above the permits.
+    pub at: Duration,
+    /// Every holder safe at that moment (more than the permits).
+    pub holders: Vec<LockRecord>,
+}
+
+/// Every moment a semaphore of `permits` permits had more holders whose safe intervals
+/// `[acquired, min(released, validity_end)]` contain it. Touching endpoints do not overlap.
+pub fn too_many_holders(records: &[LockRecord], permits: usize) -> Vec<Excess> {
+    let mut by_resource: BTreeMap<&str, Vec<(Duration, Duration, &LockRecord)>> = BTreeMap::new();
+    for record in records {
+        if let Some((start, end)) = record.safe_interval() {
+            if end > start {
+                by_resource
+                    .entry(record.resource.as_str())
+                    .or_default()
+                    .push((start, end, record));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for (resource, mut intervals) in by_resource {
+        intervals.sort_by_key(|&(start, end, r)| (start, end, r.client));
+        let mut open: Vec<(Duration, Duration, &LockRecord)> = Vec::new();
+        for (start, end, record) in intervals {
+            open.retain(|&(_, open_end, _)| open_end > start);
+            open.push((start, end, record));
+            if open.len() > permits {
+                found.push(Excess {
+                    resource: resource.to_string(),
+                    at: start,
+                    holders: open.iter().map(|&(_, _, r)| r.clone()).collect(),
+                });
+            }
+        }
+    }
+    found
+}
+
+/// Every reader whose safe interval overlaps a writer's on the same resource, as an [`Overlap`]
+/// with the writer `first` (two writers overlapping each other are [`overlaps`] of `writers`).
+pub fn reader_writer_overlaps(readers: &[LockRecord], writers: &[LockRecord]) -> Vec<Overlap> {
+    let mut found = Vec::new();
+    for writer in writers {
+        let Some((w_start, w_end)) = writer.safe_interval() else {
+            continue;
+        };
+        for reader in readers.iter().filter(|r| r.resource == writer.resource) {
+            let Some((r_start, r_end)) = reader.safe_interval() else {
+                continue;
+            };
+            let overlap = w_end.min(r_end).saturating_sub(w_start.max(r_start));
+            if overlap > Duration::ZERO {
+                found.push(Overlap {
+                    resource: writer.resource.clone(),
+                    first: writer.clone(),
+                    second: reader.clone(),
+                    overlap,
+                });
+            }
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,5 +471,37 @@ mod tests {
         let found = leaks(&observations, ms(1000), ms(1000));
         let keys: Vec<&str> = found.iter().map(|o| o.key.as_str()).collect();
         assert_eq!(keys, vec!["stale", "forever"]);
+    }
+
+    #[test]
+    fn more_holders_than_permits_are_reported_once_per_excess() {
+        let records = vec![
+            held(0, "s", 0, 100, Some(50)),
+            held(1, "s", 10, 100, Some(60)),
+            held(2, "s", 50, 100, Some(90)), // starts as 0 ends: touching, still 2
+            held(3, "s", 55, 100, Some(70)), // 1, 2 and 3 at once: one too many
+            held(4, "t", 0, 100, Some(90)),
+            failed(5, "s", 20),
+        ];
+        assert!(too_many_holders(&records, 3).is_empty());
+        let found = too_many_holders(&records, 2);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].at, ms(55));
+        let clients: Vec<usize> = found[0].holders.iter().map(|r| r.client).collect();
+        assert_eq!(clients, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn a_reader_inside_a_writers_hold_is_reported() {
+        let writers = vec![held(0, "rw", 100, 300, Some(200))];
+        let readers = vec![
+            held(1, "rw", 0, 300, Some(100)),   // ends as the writer starts: fine
+            held(2, "rw", 150, 300, Some(250)), // overlaps the writer by 50 ms
+            held(3, "other", 150, 300, Some(250)),
+            failed(4, "rw", 150),
+        ];
+        let found = reader_writer_overlaps(&readers, &writers);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].second.client, found[0].overlap), (2, ms(50)));
     }
 }

@@ -54,6 +54,7 @@ pub mod error;
 pub mod faketime;
 pub mod faults;
 pub mod history;
+pub mod kinds_workload;
 mod process;
 pub mod proxy;
 pub mod report;

@@ -244,6 +244,21 @@ pub struct RunArgs {
     #[command(flatten)]
     pub lock: LockArgs,
 
+    /// Take one of P permits of the semaphore KEY instead of the lock: at most P commands run at
+    /// once (the slot taken is in QUORLOCK_PERMIT)
+    #[arg(long, value_name = "P", conflicts_with_all = ["shared", "exclusive", "fence"], value_parser = clap::value_parser!(u32).range(1..=i64::from(quorlock::kinds::MAX_PERMITS)))]
+    pub permits: Option<u32>,
+
+    /// Take a read hold of the read-write lock KEY, shared with other --shared runs (flock -s)
+    #[arg(short = 's', long, conflicts_with_all = ["exclusive", "fence"])]
+    pub shared: bool,
+
+    /// Take the write hold of the read-write lock KEY, exclusive of --shared runs and of other
+    /// --exclusive runs; a writer waiting keeps new readers out (flock -x). Without --shared or
+    /// --exclusive, run takes the plain lock, which excludes other plain runs but not readers
+    #[arg(short = 'x', long, conflicts_with = "fence")]
+    pub exclusive: bool,
+
     /// Time the command gets to exit after SIGTERM before it is killed
     #[arg(long, value_name = "DURATION", env = "QUORLOCK_GRACE", default_value = DEFAULT_GRACE, value_parser = duration::parse)]
     pub grace: Duration,
@@ -258,6 +273,19 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// What to take on the key: a permit, a read or write hold, or the plain lock.
+    pub fn hold(&self) -> crate::connect::Hold {
+        use crate::connect::Hold;
+        match (self.permits, self.shared, self.exclusive) {
+            (Some(permits), _, _) => Hold::Permit(permits),
+            (None, true, _) => Hold::Shared,
+            (None, false, true) => Hold::Exclusive,
+            (None, false, false) => Hold::Lock {
+                fence: self.lock.fence,
+            },
+        }
+    }
+
     /// The program and its arguments: CMD, or `sh -c SHELL-COMMAND`.
     pub fn argv(&self) -> Vec<OsString> {
         match &self.shell {
@@ -319,6 +347,14 @@ pub struct StatusArgs {
     /// Print the state as one JSON object (schema 1)
     #[arg(long, env = "QUORLOCK_JSON", value_parser = FalseyValueParser::new())]
     pub json: bool,
+
+    /// Show the semaphore KEY of P permits: which permits are held and which free
+    #[arg(long, value_name = "P", conflicts_with = "rw", value_parser = clap::value_parser!(u32).range(1..=i64::from(quorlock::kinds::MAX_PERMITS)))]
+    pub permits: Option<u32>,
+
+    /// Show the read-write lock KEY: its writer, readers and waiting writers
+    #[arg(long)]
+    pub rw: bool,
 
     /// The masters.
     #[command(flatten)]

@@ -42,6 +42,7 @@ mod run;
 mod secrets;
 mod signals;
 mod status;
+mod status_kinds;
 mod tether;
 mod voice;
 mod waiting;

@@ -4,7 +4,9 @@
 //! 1. acquire, waiting up to `--wait` (exit 75 if not acquired, or `-E N` when it is held
 //!    elsewhere; a stop signal aborts the wait), with the status line on a terminal;
 //! 2. start the command with `QUORLOCK_KEY`, `QUORLOCK_TOKEN` and `QUORLOCK_VALIDITY_MS` (and
-//!    `QUORLOCK_FENCE`, the fencing token, with `--fence`);
+//!    `QUORLOCK_FENCE`, the fencing token, with `--fence`; `QUORLOCK_PERMIT`, the slot, with
+//!    `--permits P`); `--shared` and `--exclusive` take the read or the write hold of a read-write
+//!    lock instead of the plain lock;
 //! 3. while it runs, the watchdog keeps the lock alive; if the lock is lost anyway, SIGTERM the command's process
 //!    group, SIGKILL it after `--grace`, and exit 76;
 //! 4. forward SIGINT / SIGTERM / SIGHUP to the command (SIGKILL after `--grace`); after such a stop,
@@ -24,7 +26,7 @@ use tracing::{debug, info};
 
 use crate::args::RunArgs;
 use crate::child::{self, Supervised};
-use crate::connect::{take, Masters};
+use crate::connect::{take_hold, Masters};
 use crate::duration::show;
 use crate::exit::{self, Failure, LOST, SOFTWARE};
 use crate::report::{millis, Report};
@@ -55,7 +57,7 @@ async fn run_with(
     report.set("ttl_ms", millis(args.lock.ttl));
     let started = Instant::now();
     let acquired = tokio::select! {
-        acquired = waiting::while_waiting(&locks, &args.key, take(&locks, &args.key, args.lock.ttl, args.lock.fence)) => acquired,
+        acquired = waiting::while_waiting(&locks, &args.key, take_hold(&locks, &args.key, args.lock.ttl, args.hold())) => acquired,
         signal = signals.recv() => {
             report.set("waited_ms", millis(started.elapsed()));
             return Err(Failure::new(
@@ -79,6 +81,10 @@ async fn run_with(
     ];
     if let Some(fence) = guard.fencing_token() {
         env.push(("QUORLOCK_FENCE", fence.to_string()));
+    }
+    if let Some(slot) = guard.permit() {
+        report.set("permit", slot);
+        env.push(("QUORLOCK_PERMIT", slot.to_string()));
     }
     let mut command = match child::spawn(&args.argv(), &env) {
         Ok(command) => command,

@@ -1,4 +1,5 @@
-//! `quorlock status KEY`: each master's view of a lock, and whether one token holds a majority.
+//! `quorlock status KEY`: each master's view of a lock, and whether one token holds a majority
+//! (`--permits P` and `--rw` show a semaphore or a read-write lock, see `status_kinds`).
 //!
 //! For operators: which masters answer, which token each holds and for how much longer, and the
 //! verdict the lock's clients would reach. A read-only snapshot; it never changes the lock. With
@@ -15,6 +16,7 @@ use crate::connect::Masters;
 use crate::duration::show;
 use crate::exit::{Failure, OK, UNAVAILABLE, USAGE};
 use crate::report::Report;
+use crate::status_kinds;
 
 /// Prints the lock's state as a table, or fills the report for `--json`, and returns 0, or 69
 /// when fewer than a majority of the masters answered (the state printed is then partial, and no
@@ -28,6 +30,27 @@ pub async fn status(args: StatusArgs, report: &mut Report) -> Result<u8, Failure
         restart_grace: None,
     };
     let locks = masters.connect(Duration::ZERO).await?;
+    let usage = |e: quorlock::InputError| Failure::new(USAGE, e.to_string());
+    if let Some(permits) = args.permits {
+        let inspection = locks.inspect_semaphore(&args.key, permits).await.map_err(usage)?;
+        status_kinds::semaphore(&inspection, args.json, report);
+        let reachable = inspection.slots.first().map_or(0, Inspection::reachable);
+        return Ok(if reachable < locks.quorum() {
+            UNAVAILABLE
+        } else {
+            OK
+        });
+    }
+    if args.rw {
+        let inspection = locks.inspect_rwlock(&args.key).await.map_err(usage)?;
+        status_kinds::rwlock(&inspection, args.json, report);
+        let reachable = inspection.writer.reachable();
+        return Ok(if reachable < locks.quorum() {
+            UNAVAILABLE
+        } else {
+            OK
+        });
+    }
     let inspection = locks
         .inspect(&args.key)
         .await

@@ -15,6 +15,8 @@ mod completions;
 mod flags;
 #[path = "cli/json.rs"]
 mod json;
+#[path = "cli/kinds.rs"]
+mod kinds;
 #[path = "cli/secrets.rs"]
 mod secrets;
 #[path = "cli/tls.rs"]

@@ -104,6 +104,18 @@ impl Guard {
         self.lease.ops.holds()
     }
 
+    /// For a semaphore's permit, the slot it holds (0-based, below the permits); `None` for other
+    /// kinds.
+    pub fn permit(&self) -> Option<u32> {
+        self.lease.ops.permit()
+    }
+
+    /// For a read-write lock, whether this is a read hold (`Some(true)`) or the write hold
+    /// (`Some(false)`); `None` for other kinds.
+    pub fn is_read(&self) -> Option<bool> {
+        self.lease.ops.is_read()
+    }
+
     /// This holder's random token, the value stored under the key.
     pub fn token(&self) -> &str {
         &self.lease.token

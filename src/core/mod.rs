@@ -16,7 +16,11 @@
 //! - [`renewal`]: the watchdog's schedule (interval, shared ticks, capped holds) and its verdicts;
 //! - [`fencing`]: fencing-token arithmetic and counter repair, with the model that proves tokens
 //!   monotonic (test-only);
-//! - [`kinds`]: what a won round's replies mean for a kind beyond the plain lock.
+//! - [`kinds`]: what a won round's replies mean for a kind beyond the plain lock;
+//! - [`semaphore`]: the counting semaphore's slots, its replies and where to aim, with the model
+//!   that checks at most `P` holders (and catches majority counting);
+//! - [`rwlock`]: the read-write lock's rules on one master, with the model that checks no reader
+//!   overlaps a writer and a waiting writer is not starved.
 
 pub mod admission;
 pub mod backoff;
@@ -27,6 +31,8 @@ pub mod kinds;
 pub mod release;
 pub mod renewal;
 pub mod round;
+pub mod rwlock;
+pub mod semaphore;
 pub mod tally;
 pub mod timing;
 

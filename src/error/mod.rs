@@ -37,6 +37,23 @@ impl fmt::Display for Elapsed {
     }
 }
 
+/// Why a semaphore's permit count is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PermitsError {
+    /// Zero permits could never be held.
+    #[error("a semaphore needs at least one permit (got 0)")]
+    Zero,
+    /// More than the largest number of permits a semaphore may have.
+    #[error("a semaphore may have at most {max} permits (got {got})")]
+    TooMany {
+        /// The permits asked for.
+        got: u32,
+        /// The largest number accepted.
+        max: u32,
+    },
+}
+
 /// Why a set of timing parameters cannot describe a lock.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -205,6 +222,9 @@ pub enum InputError {
     /// A request asked for no attempts at all.
     #[error("a lock request must allow at least one attempt (got 0)")]
     ZeroAttempts,
+    /// A semaphore's permit count is zero or too large.
+    #[error(transparent)]
+    Permits(#[from] PermitsError),
     /// A combination of options no lock kind offers.
     #[error("{what} is not offered")]
     Unsupported {

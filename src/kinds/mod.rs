@@ -8,6 +8,10 @@
 //!   [`Ticket`]s, kept in a queue on every master.
 //! - [`fenced`](crate::Lock::fenced): a plain lock that comes with a fencing token
 //!   backed by a majority, so a resource can refuse a paused holder's late writes.
+//! - [`semaphore`](crate::Quorlock::semaphore): at most `permits` holders at once, each permit a
+//!   lock on one of `permits` slot keys.
+//! - [`read`](crate::Quorlock::read) and [`write`](crate::Quorlock::write): a read-write lock,
+//!   any number of readers or one writer, with writer preference.
 //!
 //! Every kind returns the ordinary [`Guard`](crate::Guard): validity, extend, release and release on
 //! drop work the same for all of them, because each kind only supplies its own acquire command and
@@ -28,8 +32,14 @@ pub(crate) mod fair;
 pub(crate) mod fenced;
 pub(crate) mod multi;
 pub(crate) mod reentrant;
+pub(crate) mod rwlock;
+pub(crate) mod semaphore;
 
 pub use fair::{FairOptions, Ticket, DEFAULT_FAIR_HEARTBEAT};
 pub use reentrant::LockOwner;
 
-pub use crate::names::{FAIR_DEADLINES_SUFFIX, FAIR_QUEUE_SUFFIX, FAIR_TAG, REENTRANT_TAG};
+pub use crate::core::semaphore::MAX_PERMITS;
+pub use crate::names::{
+    FAIR_DEADLINES_SUFFIX, FAIR_QUEUE_SUFFIX, FAIR_TAG, REENTRANT_TAG, RWLOCK_TAG, RW_READERS_SUFFIX,
+    RW_WAITING_SUFFIX, RW_WRITER_SUFFIX, SEMAPHORE_TAG, SLOT_INFIX,
+};

@@ -1,0 +1,124 @@
+//! `run --permits P` (a semaphore, as `consul lock -n`), `run --shared` and `run --exclusive` (a
+//! read-write lock, as `flock -s` and `flock -x`), and `status --permits` / `status --rw`.
+
+use std::time::Duration;
+
+use tokio::process::Child;
+
+use super::common::{cluster, locks};
+use super::{code, finish, output, quorlock, shell, stderr, temp_dir};
+
+#[tokio::test]
+async fn at_most_p_runs_hold_a_permit_at_once() {
+    let c = cluster(3).await;
+    let dir = temp_dir("permits");
+    let script = shell(
+        r#"echo "+ $QUORLOCK_PERMIT" >> log; sleep 0.2; echo "- $QUORLOCK_PERMIT" >> log"#,
+        &dir,
+    );
+    let runs: Vec<Child> = (0..5)
+        .map(|_| {
+            quorlock(
+                &c,
+                &[
+                    "run",
+                    "--permits",
+                    "2",
+                    "--ttl",
+                    "5s",
+                    "--wait",
+                    "50s",
+                    "pool",
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ],
+            )
+            .spawn()
+            .expect("spawn quorlock")
+        })
+        .collect();
+    for run in runs {
+        let out = finish(run).await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    let log = std::fs::read_to_string(dir.join("log")).expect("log");
+    let (mut inside, mut most) = (0i32, 0i32);
+    let mut slots = std::collections::BTreeSet::new();
+    for line in log.lines() {
+        match line.split_once(' ') {
+            Some(("+", slot)) => {
+                inside += 1;
+                slots.insert(slot.to_owned());
+            }
+            Some(("-", _)) => inside -= 1,
+            _ => panic!("unexpected line {line:?} in\n{log}"),
+        }
+        most = most.max(inside);
+    }
+    assert_eq!(log.lines().count(), 10, "{log}");
+    assert!(most <= 2, "{most} runs at once with 2 permits:\n{log}");
+    assert!(slots.iter().all(|s| s == "0" || s == "1"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn shared_runs_share_and_an_exclusive_run_waits_for_them() {
+    let c = cluster(3).await;
+    let reader = locks(&c)
+        .await
+        .acquire_read("table", Duration::from_secs(20))
+        .await
+        .expect("a reader");
+    let out = output(quorlock(&c, &["run", "-s", "-n", "table", "-c", "true"])).await;
+    assert_eq!(code(&out), 0, "a second reader runs: {}", stderr(&out));
+    let out = output(quorlock(&c, &["run", "-x", "-n", "table", "-c", "true"])).await;
+    assert_eq!(code(&out), 75, "a reader holds it: {}", stderr(&out));
+    let out = output(quorlock(&c, &["status", "--rw", "--json", "table"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(status["readers"].as_array().map(Vec::len), Some(1), "{status}");
+    assert_eq!(status["writer"], serde_json::Value::Null, "{status}");
+    reader.release().await.expect("release");
+    let out = output(quorlock(
+        &c,
+        &["run", "-x", "--wait", "5s", "table", "-c", "true"],
+    ))
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = output(quorlock(
+        &c,
+        &["run", "-s", "--permits", "2", "table", "-c", "true"],
+    ))
+    .await;
+    assert_eq!(
+        code(&out),
+        64,
+        "--shared and --permits conflict: {}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn status_shows_permits_held_and_free() {
+    let c = cluster(3).await;
+    let held = locks(&c)
+        .await
+        .acquire_permit("slots", 3, Duration::from_secs(20))
+        .await
+        .expect("a permit");
+    let out = output(quorlock(&c, &["status", "--permits", "3", "--json", "slots"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        (status["held"].as_u64(), status["free"].as_u64()),
+        (Some(1), Some(2)),
+        "{status}"
+    );
+    let out = output(quorlock(&c, &["status", "--permits", "3", "slots"])).await;
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("1 of 3 permits held, 2 free"), "{table}");
+    assert!(table.contains(held.token()), "{table}");
+    held.release().await.expect("release");
+}

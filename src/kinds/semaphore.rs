@@ -1,0 +1,177 @@
+//! The counting semaphore: at most `permits` holders of a resource at once, decided slot by slot.
+//!
+//! Permit `i` is an ordinary lock on the slot key `prefix + SEMAPHORE_TAG + resource + ":slot:" +
+//! i`, taken at the usual majority, so each slot has at most one holder and the semaphore at most
+//! `permits` (the argument, and why counting permits per master is unsafe, is in
+//! [`crate::core::semaphore`] and `docs/safety.md`). A round aims at one slot: every master takes it
+//! for our token if it is free there (one round trip on a free semaphore), and otherwise names the
+//! first slot it has free. A lost round is cleaned up like a plain lock's, and the next round aims
+//! at the slot most masters named, at once, a few times within one attempt; when none is free the
+//! retry loop waits for the release of any slot. A held permit is a plain lock on its slot key, so
+//! extend, release, the watchdog, the lost signal and release on drop are the plain lock's.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::FutureExt;
+
+use crate::client::{Guard, Inner};
+use crate::core::semaphore::{aim, check_permits, SlotReply};
+use crate::core::{RetryPlan, Timing};
+use crate::error::{AcquireError, InputError, NodeErrorKind};
+use crate::link::Call;
+use crate::lua::{eval, int_reply, SEMAPHORE_ACQUIRE_SCRIPT};
+use crate::names::ttl_millis;
+use crate::ops::{LockOps, PlainLock};
+
+/// How many rounds one attempt makes at most, re-aiming at once at a slot the masters named free.
+const ROUNDS_PER_ATTEMPT: usize = 4;
+
+/// A held permit: the plain lock on its slot key, and which slot it is.
+struct Permit {
+    lock: PlainLock,
+    slot: u32,
+}
+
+impl fmt::Debug for Permit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("lock", &self.lock)
+            .field("slot", &self.slot)
+            .finish()
+    }
+}
+
+impl LockOps for Permit {
+    fn extend(&self, ttl_ms: u64) -> Call {
+        self.lock.extend(ttl_ms)
+    }
+
+    fn release(&self) -> Call {
+        self.lock.release()
+    }
+
+    fn cleanup(&self) -> Call {
+        self.lock.cleanup()
+    }
+
+    fn permit(&self) -> Option<u32> {
+        Some(self.slot)
+    }
+}
+
+/// One semaphore request: the resource, its slot keys, and the slot to aim at next.
+struct Semaphore<'a> {
+    resource: &'a str,
+    keys: Arc<[String]>,
+    permits: u32,
+    aim: AtomicU32,
+}
+
+/// Acquires one of `permits` permits of `resource`: retrying within `plan`, or one attempt when
+/// `plan` is `None` (a few rounds at most, re-aiming at a slot the masters named free).
+pub(crate) async fn acquire(
+    inner: &Arc<Inner>,
+    resource: &str,
+    permits: u32,
+    ttl: Duration,
+    plan: Option<RetryPlan>,
+) -> Result<Guard, AcquireError> {
+    let permits = check_permits(permits).map_err(InputError::from)?;
+    let timing = inner.check(resource, ttl)?;
+    let keys: Vec<String> = inner.names().slots(resource, permits);
+    // A random first aim spreads clients that start together over the free slots.
+    let first = inner.entropy().between(0, u64::from(permits - 1));
+    let sem = Semaphore {
+        resource,
+        keys: keys.clone().into(),
+        permits,
+        aim: AtomicU32::new(u32::try_from(first).unwrap_or(0)),
+    };
+    match plan {
+        Some(plan) => {
+            inner
+                .retrying_woken(resource, plan, keys, || attempt(inner, &sem, timing))
+                .await
+        }
+        None => attempt(inner, &sem, timing).await,
+    }
+}
+
+/// Rounds until one wins, the masters name no other free slot, or [`ROUNDS_PER_ATTEMPT`] are made.
+async fn attempt(inner: &Arc<Inner>, sem: &Semaphore<'_>, timing: Timing) -> Result<Guard, AcquireError> {
+    let mut rounds = 0;
+    loop {
+        let slot = sem.aim.load(Ordering::Relaxed);
+        let (result, hints) = round(inner, sem, slot, timing).await;
+        rounds += 1;
+        let error = match result {
+            Ok(guard) => return Ok(guard),
+            Err(error) => error,
+        };
+        match aim(&hints) {
+            Some(next) => {
+                sem.aim.store(next, Ordering::Relaxed);
+                if next == slot || rounds >= ROUNDS_PER_ATTEMPT || !error.is_retryable() {
+                    return Err(error);
+                }
+            }
+            None => return Err(error),
+        }
+    }
+}
+
+/// One quorum round aiming at `slot`: the guard, or the error and the free slots masters named.
+async fn round(
+    inner: &Arc<Inner>,
+    sem: &Semaphore<'_>,
+    slot: u32,
+    timing: Timing,
+) -> (Result<Guard, AcquireError>, Vec<SlotReply>) {
+    let token = match inner.entropy().token() {
+        Ok(token) => token,
+        Err(error) => return (Err(error), Vec::new()),
+    };
+    // Aims come from `0..permits` and from hints checked against the permits.
+    let index = usize::try_from(slot % sem.permits).unwrap_or_default();
+    let Some(key) = sem.keys.get(index) else {
+        let what = format!("slot {slot} of the semaphore {:?}", sem.resource);
+        return (Err(InputError::Unsupported { what }.into()), Vec::new());
+    };
+    let key: Arc<str> = Arc::from(key.as_str());
+    let mut cmd = eval(SEMAPHORE_ACQUIRE_SCRIPT, &sem.keys);
+    cmd.arg(&*token).arg(ttl_millis(timing.ttl())).arg(slot);
+    let cmd = Arc::new(cmd);
+    let permit = Permit {
+        lock: PlainLock::sharing(&key, &token),
+        slot,
+    };
+    let ops: Arc<dyn LockOps> = Arc::new(permit);
+    let hints: Arc<Mutex<Vec<SlotReply>>> = Arc::new(Mutex::new(Vec::new()));
+    let permits = sem.permits;
+    let result = inner
+        .acquire_round(sem.resource, key, token, timing, ops, |link| {
+            let hints = Arc::clone(&hints);
+            link.query(Arc::clone(&cmd)).map(move |reply| {
+                let code = int_reply(reply?, "semaphore acquire")?;
+                match SlotReply::from_code(code, permits) {
+                    Some(SlotReply::Took) => Ok(()),
+                    Some(hint) => {
+                        hints.lock().unwrap_or_else(PoisonError::into_inner).push(hint);
+                        Err(NodeErrorKind::Held)
+                    }
+                    None => Err(NodeErrorKind::Protocol(
+                        format!(
+                            "semaphore acquire answered {code}, expected -1, -2 or a slot below {permits}"
+                        )
+                        .into(),
+                    )),
+                }
+            })
+        })
+        .await;
+    let hints = std::mem::take(&mut *hints.lock().unwrap_or_else(PoisonError::into_inner));
+    (result, hints)
+}
