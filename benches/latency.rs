@@ -29,8 +29,17 @@ use quorlock::config::DEFAULT_NODE_TIMEOUT;
 
 const USAGE: &str = "latency benchmark: cargo bench --bench latency -- [--quick] [--json] [--samples N] \
                      [--profile floor|script|quorum|quorlock [--masters N]]";
-/// The key every sample locks (each sample releases it before the next one).
-const KEY: &str = "bench:latency";
+/// The key each contender locks, one per contender and all of one length (each sample releases
+/// it before the next one): the slower masters' share of one contender's release, still in flight
+/// when the next contender starts, must not find or leave a key of the same name.
+/// This one is quorlock's.
+const KEY: &str = "bench:latency:q";
+/// The raw floor's (and the script floor's when profiled).
+const FLOOR_KEY: &str = "bench:latency:f";
+/// The early-quorum floor's.
+const QUORUM_KEY: &str = "bench:latency:e";
+/// The node timeout of every contender under `--profile`.
+const PROFILE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Unmeasured rounds per contender before sampling: connections warm, allocator settled.
 const WARMUP: usize = 100;
 
@@ -109,15 +118,17 @@ fn profile_masters() -> usize {
 /// cost of one cycle, free of start-up.
 async fn profile(what: &str, iterations: usize, masters: usize) {
     let cluster = common::masters(masters).await;
-    let locks = common::quorlock(&cluster).await;
-    let floor = Floor::connect(&cluster, DEFAULT_NODE_TIMEOUT).await;
+    // Under a profiler every request is many times slower: a node timeout that never fires keeps
+    // failed samples (and their retries) out of the count.
+    let locks = common::quorlock_with(&cluster, PROFILE_TIMEOUT).await;
+    let floor = Floor::connect(&cluster, PROFILE_TIMEOUT).await;
     let mut failed = 0;
     let (cpu0, t0) = (common::cpu_time(), std::time::Instant::now());
     for _ in 0..iterations {
         let result = match what {
-            "floor" => floor.once(KEY).await,
-            "script" => floor.once_script(KEY).await,
-            "quorum" => floor.once_quorum(KEY).await,
+            "floor" => floor.once(FLOOR_KEY).await,
+            "script" => floor.once_script(FLOOR_KEY).await,
+            "quorum" => floor.once_quorum(QUORUM_KEY).await,
             _ => common::quorlock_once(&locks, KEY).await,
         };
         failed += usize::from(result.is_err());
@@ -145,8 +156,8 @@ async fn run(args: &Args) -> Vec<Cell> {
             floor.quorlock_release()
         );
         for _ in 0..WARMUP {
-            let _ = floor.once(KEY).await;
-            let _ = floor.once_quorum(KEY).await;
+            let _ = floor.once(FLOOR_KEY).await;
+            let _ = floor.once_quorum(QUORUM_KEY).await;
             let _ = common::quorlock_once(&locks, KEY).await;
         }
         let mut taken: [Vec<(Duration, Duration)>; 3] = Default::default();
@@ -155,8 +166,8 @@ async fn run(args: &Args) -> Vec<Cell> {
         for _ in 0..samples {
             for which in order.next::<3>() {
                 let result = match which {
-                    0 => floor.once(KEY).await,
-                    1 => floor.once_quorum(KEY).await,
+                    0 => floor.once(FLOOR_KEY).await,
+                    1 => floor.once_quorum(QUORUM_KEY).await,
                     _ => common::quorlock_once(&locks, KEY).await,
                 };
                 record(result, &mut taken[which], &mut failed[which]);

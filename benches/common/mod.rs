@@ -138,8 +138,14 @@ pub async fn masters(n: usize) -> Cluster {
 
 /// quorlock on `cluster` with every setting at its default.
 pub async fn quorlock(cluster: &Cluster) -> Quorlock {
+    quorlock_with(cluster, quorlock::config::DEFAULT_NODE_TIMEOUT).await
+}
+
+/// quorlock on `cluster` with every setting at its default but the node timeout.
+pub async fn quorlock_with(cluster: &Cluster, node_timeout: Duration) -> Quorlock {
     Quorlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(node_timeout)
         // The benchmark started these masters a moment ago; none of them restarted under a lock,
         // so their votes count at once (the client still verifies each master's identity).
         .restart_grace(std::time::Duration::ZERO)
