@@ -1,26 +1,35 @@
-//! quorlock side by side with the other Rust RedLock crates and the raw command floor, in one run,
-//! on the same local masters.
+//! quorlock side by side with the other Rust RedLock crates and the command floors, in one run, on
+//! the same local masters of the server `QUORLOCK_TEST_SERVER` selects (`redis`, the default,
+//! `valkey-8.1` or `valkey-9.1`).
 //!
 //! Contenders: quorlock; rslock 0.10 (async); redlock 2.0 (blocking, driven from blocking threads);
-//! and the floor, the same `SET key token NX PX ttl` and `DEL` sent concurrently to all N masters
-//! with no lock logic. Rows:
-//! 1. uncontended acquire+release latency, p50/p99, at N = 1, 3, 5 (samples interleaved, each round
-//!    in a shuffled order);
+//! and the floors, with no lock logic over one multiplexed connection per master: the raw floor
+//! (`SET key token NX PX ttl`, then a blind `DEL`, each to all N masters and waiting for all), the
+//! script floor (quorlock's compare-and-delete script in place of `DEL`), the native floor
+//! (`DELIFEQ` in place of `DEL`, Valkey 9 only), and the early-quorum floor (the `SET` and the
+//! release quorlock sends on this server, each returning at the q-th reply). Rows:
+//! 1. uncontended acquire+release latency, p50/p99, at N = 1, 3, 5, 7, against the early-quorum
+//!    floor (samples interleaved, each round in a shuffled order);
 //! 2. the same at N = 5 with one and with two masters SIGSTOPped (peers get a bounded number of
 //!    samples, each bounded in time: they may take seconds, or hang);
 //! 3. throughput: 256 tasks on distinct keys for a fixed time; acquisitions/s, and CPU time per
 //!    acquisition of this process (`getrusage`) and of the masters (`/proc/PID/stat`), from which
-//!    it estimates the ceiling of any client that releases by a compare-and-delete script;
+//!    it estimates the ceiling of any client that releases by a compare-and-delete script, and the
+//!    masters' command time per lock cycle from `INFO commandstats`;
 //! 4. contended hand-off on one key with 16 waiters, each library with its own retry loop: time from
 //!    the start of a release to the next acquisition;
 //! 5. memory per held lock: RSS growth over 10,000 held locks, each extended once, measured in a
 //!    fresh child process per library.
 //!
-//! `cargo bench --bench peers [-- --quick] [-- --json] [-- --rows 1,3]`
+//! `QUORLOCK_TEST_SERVER=valkey-9.1 cargo bench --bench peers [-- --quick] [-- --json] [-- --rows 1,3]`
 
 mod common;
+#[path = "peers/memory.rs"]
+mod memory;
+#[path = "peers/throughput.rs"]
+mod throughput;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,7 +39,8 @@ use quorlock::Quorlock;
 use quorlock_chaos::Cluster;
 
 const USAGE: &str = "peers benchmark: cargo bench --bench peers -- [--quick] [--json] [--samples N] \
-                     [--seconds S] [--rows 1,2,3,4,5] [--only floor,script-floor,quorlock,rslock,redlock (row 3)]";
+                     [--seconds S] [--rows 1,2,3,4,5] \
+                     [--only floor,script-floor,native-floor,quorum-floor,quorlock,rslock,redlock (row 3)]";
 /// TTL in milliseconds, for the crates that take a number.
 const TTL_MS: usize = TTL.as_millis() as usize;
 /// Concurrent tasks in the throughput row.
@@ -47,18 +57,33 @@ enum Lib {
     Quorlock,
     Rslock,
     Redlock,
-    /// The floor releasing with quorlock's compare-and-delete script by SHA1 (row 3 only). Last:
-    /// the other rows index arrays by the first four.
+    /// The floor releasing with quorlock's compare-and-delete script by SHA1 (row 3 only). After
+    /// the first four: the other rows index arrays by them.
     ScriptFloor,
+    /// The floor releasing with `DELIFEQ` (row 3, on servers that have it).
+    NativeFloor,
+    /// The early-quorum floor: the `SET` and quorlock's release to all N, each phase returning at
+    /// the q-th reply.
+    QuorumFloor,
 }
 
 impl Lib {
-    const ALL: [Lib; 4] = [Lib::Floor, Lib::Quorlock, Lib::Rslock, Lib::Redlock];
     const LOCKS: [Lib; 3] = [Lib::Quorlock, Lib::Rslock, Lib::Redlock];
-    /// Row 3 also measures the script floor, which tells the wire format's cost from the client's.
-    const THROUGHPUT: [Lib; 5] = [
+    /// Row 1: the reference is the early-quorum floor.
+    const LATENCY: [Lib; 5] = [
+        Lib::Floor,
+        Lib::QuorumFloor,
+        Lib::Quorlock,
+        Lib::Rslock,
+        Lib::Redlock,
+    ];
+    /// Row 3 also measures the other floors, which tell the wire format's cost from the client's
+    /// (the native floor runs only where the masters have `DELIFEQ`).
+    const THROUGHPUT: [Lib; 7] = [
         Lib::Floor,
         Lib::ScriptFloor,
+        Lib::NativeFloor,
+        Lib::QuorumFloor,
         Lib::Quorlock,
         Lib::Rslock,
         Lib::Redlock,
@@ -68,6 +93,8 @@ impl Lib {
         match self {
             Lib::Floor => "floor",
             Lib::ScriptFloor => "script-floor",
+            Lib::NativeFloor => "native-floor",
+            Lib::QuorumFloor => "quorum-floor",
             Lib::Quorlock => "quorlock",
             Lib::Rslock => "rslock",
             Lib::Redlock => "redlock",
@@ -104,6 +131,12 @@ impl Clients {
                 .once_with(key, FloorRelease::EvalSha)
                 .await
                 .map(|(a, r)| a + r),
+            Lib::NativeFloor => self
+                .floor
+                .once_with(key, FloorRelease::DelIfEq)
+                .await
+                .map(|(a, r)| a + r),
+            Lib::QuorumFloor => self.floor.once_quorum(key).await.map(|(a, r)| a + r),
             Lib::Quorlock => common::quorlock_once(&self.quorlock, key)
                 .await
                 .map(|(a, r)| a + r),
@@ -140,7 +173,7 @@ impl Clients {
 
 fn main() {
     let args = Args::parse(USAGE);
-    if let Some(code) = memory_child() {
+    if let Some(code) = memory::memory_child() {
         std::process::exit(code);
     }
     let runtime = common::runtime();
@@ -161,6 +194,7 @@ struct Report {
 async fn run(args: &Args) -> Report {
     let mut json = Json::object()
         .str("bench", "peers")
+        .str("server", common::server().name())
         .str("mode", if args.quick { "quick" } else { "full" })
         .num("ttl_ms", TTL.as_millis() as f64)
         .num(
@@ -178,43 +212,50 @@ async fn run(args: &Args) -> Report {
         json = json.arr("row2_paused", row2(args).await);
     }
     if args.row(3) {
-        json = json.arr("row3_throughput", row3(args).await);
+        json = json.arr("row3_throughput", throughput::row3(args).await);
     }
     if args.row(4) {
         json = json.arr("row4_handoff", row4(args, uncontended5).await);
     }
     if args.row(5) {
-        json = json.arr("row5_memory", row5(args).await);
+        json = json.arr("row5_memory", memory::row5(args).await);
     }
     Report { json }
 }
 
-/// Row 1: uncontended latency at N = 1, 3, 5. Returns the JSON cells and quorlock's N = 5 p50.
+/// Row 1's target: quorlock's p50 at most this times the early-quorum floor's.
+const TARGET_VS_QUORUM: f64 = 1.1;
+
+/// Row 1: uncontended latency at N = 1, 3, 5, 7. Returns the JSON cells and the N = 5 p50 of the
+/// floor and the three libraries (indexed by `Lib as usize`).
 async fn row1(args: &Args) -> (Vec<Json>, Option<[Duration; 4]>) {
     let samples = args.samples(1000, 100);
     let mut cells = Vec::new();
     let mut rows = Vec::new();
     let mut at5 = None;
-    for n in [1, 3, 5] {
+    const K: usize = Lib::LATENCY.len();
+    for n in [1, 3, 5, 7] {
         let cluster = common::masters(n).await;
         let clients = Clients::new(&cluster).await;
-        let key = "bench:peers:latency";
+        // A key per library, all of one length: the slower masters' share of one library's
+        // release, still in flight when the next one starts, must not meet a key of the same name.
+        let keys: Vec<String> = (0..K).map(|i| format!("bench:peers:latency:{i}")).collect();
         eprintln!("row 1, N = {n}: {samples} samples per library, interleaved");
         for _ in 0..20 {
-            for lib in Lib::ALL {
-                let _ = clients.once(lib, key).await;
+            for (lib, key) in Lib::LATENCY.iter().zip(&keys) {
+                let _ = clients.once(*lib, key).await;
             }
         }
-        let mut taken: [Vec<Duration>; 4] = Default::default();
-        let mut failed = [0usize; 4];
+        let mut taken: [Vec<Duration>; K] = Default::default();
+        let mut failed = [0usize; K];
         let mut order = SampleOrder::new();
         for _ in 0..samples {
-            for which in order.next::<4>() {
-                match clients.once(Lib::ALL[which], key).await {
+            for which in order.next::<K>() {
+                match clients.once(Lib::LATENCY[which], &keys[which]).await {
                     Ok(d) => taken[which].push(d),
                     Err(e) => {
                         if failed[which] == 0 {
-                            eprintln!("  {} sample failed: {e}", Lib::ALL[which].name());
+                            eprintln!("  {} sample failed: {e}", Lib::LATENCY[which].name());
                         }
                         failed[which] += 1;
                     }
@@ -222,39 +263,65 @@ async fn row1(args: &Args) -> (Vec<Json>, Option<[Duration; 4]>) {
             }
         }
         let stats: Vec<Stats> = taken.iter().map(|t| Stats::of(t)).collect();
-        let floor = stats[0];
+        let of = |lib: Lib| {
+            Lib::LATENCY
+                .iter()
+                .position(|l| *l == lib)
+                .map_or_else(Stats::default, |i| stats[i])
+        };
+        let (floor, quorum) = (of(Lib::Floor), of(Lib::QuorumFloor));
         let mut cell = Json::object().num("masters", n as f64);
         let mut row = vec![n.to_string()];
-        for (i, lib) in Lib::ALL.iter().enumerate() {
+        for (i, lib) in Lib::LATENCY.iter().enumerate() {
             let s = stats[i];
-            cell = cell.obj(
-                lib.name(),
-                s.json()
-                    .num("failures", failed[i] as f64)
-                    .num("p50_vs_floor", ratio(s.p50, floor.p50))
-                    .num("p99_vs_floor", ratio(s.p99, floor.p99)),
-            );
-            row.push(if *lib == Lib::Floor {
-                format!("{} / {}", show(s.p50), show(s.p99))
-            } else {
-                format!(
-                    "{} / {} ({:.2}×)",
+            let vs = ratio(s.p50, quorum.p50);
+            let mut entry = s
+                .json()
+                .num("failures", failed[i] as f64)
+                .num("p50_vs_floor", ratio(s.p50, floor.p50))
+                .num("p50_vs_quorum_floor", vs)
+                .num("p99_vs_quorum_floor", ratio(s.p99, quorum.p99));
+            if *lib == Lib::Quorlock {
+                entry = entry.bool("target_met", vs <= TARGET_VS_QUORUM);
+            }
+            cell = cell.obj(lib.name(), entry);
+            row.push(match lib {
+                Lib::QuorumFloor => format!("{} / {}", show(s.p50), show(s.p99)),
+                Lib::Quorlock => format!(
+                    "{} / {} (**{vs:.2}×**, {})",
                     show(s.p50),
                     show(s.p99),
-                    ratio(s.p50, floor.p50)
-                )
+                    if vs <= TARGET_VS_QUORUM { "met" } else { "not met" }
+                ),
+                _ => format!("{} / {} ({vs:.2}×)", show(s.p50), show(s.p99)),
             });
         }
         if n == 5 {
-            at5 = Some([stats[0].p50, stats[1].p50, stats[2].p50, stats[3].p50]);
+            at5 = Some([
+                of(Lib::Floor).p50,
+                of(Lib::Quorlock).p50,
+                of(Lib::Rslock).p50,
+                of(Lib::Redlock).p50,
+            ]);
         }
         cells.push(cell);
         rows.push(row);
     }
     if !args.json {
         common::table(
-            "Row 1: uncontended acquire+release, p50 / p99 (p50 vs floor)",
-            &["N", "floor", "quorlock", "rslock 0.10", "redlock 2.0"],
+            &format!(
+                "Row 1 on {}: uncontended acquire+release, p50 / p99 (p50 vs the early-quorum floor; target for \
+                 quorlock ≤ {TARGET_VS_QUORUM}×)",
+                common::server().name()
+            ),
+            &[
+                "N",
+                "raw floor (all N)",
+                "early-quorum floor",
+                "quorlock",
+                "rslock 0.10",
+                "redlock 2.0",
+            ],
             &rows,
         );
     }
@@ -367,252 +434,6 @@ async fn row2(args: &Args) -> Vec<Json> {
     tokio::time::sleep(Duration::from_millis(200)).await;
     drop(stuck);
     cells
-}
-
-/// Passes per library in row 3, alternating between libraries; the median pass is reported, and
-/// the ratios between libraries are also taken pass by pass (see [`paired`]).
-const THROUGHPUT_PASSES: usize = 5;
-
-/// Row 3: 256 tasks on distinct keys for a fixed time, per library. Each library runs
-/// [`THROUGHPUT_PASSES`] passes, alternating with the others so that a slow spell of the machine
-/// hits them alike, and the pass with the median rate is reported.
-async fn row3(args: &Args) -> Vec<Json> {
-    let phase = args.seconds(5.0, 1.0);
-    let passes = if args.quick { 1 } else { THROUGHPUT_PASSES };
-    let n = 5;
-    let cluster = common::masters(n).await;
-    let clients = Clients::new(&cluster).await;
-    let libs: Vec<Lib> = Lib::THROUGHPUT
-        .into_iter()
-        .filter(|l| args.lib(l.name()))
-        .collect();
-    // Every master's, or none (then the masters' CPU is not reported).
-    let pids: Vec<u32> = (0..n)
-        .map(|i| cluster.pid(i))
-        .collect::<Option<_>>()
-        .unwrap_or_default();
-    let mut passes_of: Vec<Vec<Pass>> = vec![Vec::new(); libs.len()];
-    for pass in 0..passes {
-        for (i, &lib) in libs.iter().enumerate() {
-            eprintln!(
-                "row 3, N = {n}, pass {}/{passes}: {} with {TASKS} tasks for {phase:?}",
-                pass + 1,
-                lib.name()
-            );
-            passes_of[i].push(throughput_pass(&clients, &pids, lib, phase).await);
-        }
-    }
-    // Pass by pass, in the order they ran: neighbouring passes share the machine's state.
-    let rates_of = |l: Lib| -> Vec<f64> {
-        libs.iter()
-            .position(|x| *x == l)
-            .map(|i| passes_of[i].iter().map(|p| p.rate).collect())
-            .unwrap_or_default()
-    };
-    let vs_rslock = paired(&rates_of(Lib::Quorlock), &rates_of(Lib::Rslock));
-    let vs_script = paired(&rates_of(Lib::Quorlock), &rates_of(Lib::ScriptFloor));
-    // Each library's median pass by rate.
-    let results: Vec<(Lib, Pass)> = libs
-        .iter()
-        .zip(passes_of)
-        .map(|(&lib, mut runs)| {
-            runs.sort_by(|a, b| a.rate.total_cmp(&b.rate));
-            (lib, runs[runs.len() / 2])
-        })
-        .collect();
-    let result_of = |l: Lib| results.iter().find(|r| r.0 == l).map(|r| r.1);
-    let floor = result_of(Lib::Floor);
-    let floor_rate = floor.map_or(f64::NAN, |f| f.rate);
-    let floor_cpu = floor.map_or(Duration::ZERO, |f| f.cpu);
-    let ceiling = script_ceiling(floor, result_of(Lib::ScriptFloor));
-    let mut cells = vec![Json::object()
-        .str("paired_ratios", "pass by pass")
-        .num("quorlock_vs_rslock_median", vs_rslock.0)
-        .num("quorlock_vs_rslock_min", vs_rslock.1)
-        .num("quorlock_vs_rslock_max", vs_rslock.2)
-        .num("quorlock_vs_script_floor_median", vs_script.0)
-        .num("quorlock_vs_script_floor_min", vs_script.1)
-        .num("quorlock_vs_script_floor_max", vs_script.2)
-        .num("script_release_ceiling_vs_floor", ceiling.unwrap_or(f64::NAN))];
-    let mut rows = Vec::new();
-    for (lib, pass) in &results {
-        let masters_us = pass.masters_cpu.map_or(f64::NAN, common::micros);
-        let busy = pass
-            .masters_cpu
-            .map_or(f64::NAN, |m| pass.rate * (pass.cpu + m).as_secs_f64());
-        cells.push(
-            Json::object()
-                .str("library", lib.name())
-                .num("masters", n as f64)
-                .num("tasks", TASKS as f64)
-                .num("seconds", phase.as_secs_f64())
-                .num("passes", passes as f64)
-                .num("acquisitions_per_s", pass.rate)
-                .num("vs_floor", pass.rate / floor_rate)
-                .num("cpu_us_per_acquisition", common::micros(pass.cpu))
-                .num("cpu_vs_floor", ratio(pass.cpu, floor_cpu))
-                .num("masters_cpu_us_per_acquisition", masters_us)
-                .num("cores_busy", busy)
-                .num("failed_attempts", pass.failed as f64),
-        );
-        rows.push(vec![
-            lib.name().to_owned(),
-            format!("{:.0}", pass.rate),
-            format!("{:.2}×", pass.rate / floor_rate),
-            format!("{:.1} µs", common::micros(pass.cpu)),
-            format!("{:.2}×", ratio(pass.cpu, floor_cpu)),
-            format!("{masters_us:.1} µs"),
-            format!("{busy:.2}"),
-            pass.failed.to_string(),
-        ]);
-    }
-    if !args.json {
-        // Only the comparisons whose libraries both ran (`--only` may leave some out).
-        let compared: Vec<String> = [("rslock", Lib::Rslock, vs_rslock), ("script floor", Lib::ScriptFloor, vs_script)]
-            .into_iter()
-            .filter_map(|(name, other, (median, min, max))| {
-                let ratio = result_of(Lib::Quorlock)?.rate / result_of(other)?.rate;
-                Some(format!(
-                    "quorlock / {name} = {ratio:.2}×, pass by pass median {median:.2}× (range {min:.2}-{max:.2}×)"
-                ))
-            })
-            .collect();
-        let compared = if compared.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", compared.join("; "))
-        };
-        common::table(
-            &format!(
-                "Row 3: throughput, N = {n}, {TASKS} tasks on distinct keys, median of {passes} \
-                 passes of {phase:?}{compared}"
-            ),
-            &[
-                "library",
-                "acquisitions/s",
-                "vs floor",
-                "CPU per acquisition",
-                "CPU vs floor",
-                "masters' CPU per acquisition",
-                "cores busy",
-                "failed attempts",
-            ],
-            &rows,
-        );
-        if let Some((ceiling, cores)) = ceiling.zip(common::cores()) {
-            println!(
-                "Ceiling for any client that releases by the compare-and-delete script: {ceiling:.2}× the \
-                 floor (all {cores} cores busy, the masters' CPU per acquisition of the script floor, the \
-                 client's of the floor).\n"
-            );
-        }
-    }
-    cells
-}
-
-/// The most a client releasing by quorlock's compare-and-delete script could reach, as a ratio to
-/// the floor's throughput, when CPU is what bounds it (masters and client share the cores): every
-/// core busy, the masters spending on each acquisition what they spent for the script floor, and
-/// the client no more than the floor's. `None` unless both passes ran, the masters' CPU was read and
-/// the number of cores is known.
-fn script_ceiling(floor: Option<Pass>, script: Option<Pass>) -> Option<f64> {
-    let (floor, script) = (floor?, script?);
-    let per_acquisition = floor.cpu + script.masters_cpu?;
-    let cores = common::cores()?;
-    (!per_acquisition.is_zero()).then(|| cores as f64 / per_acquisition.as_secs_f64() / floor.rate)
-}
-
-/// The ratios `a[i] / b[i]` of passes run side by side: their median, minimum and maximum (NaN
-/// when either library did not run).
-fn paired(a: &[f64], b: &[f64]) -> (f64, f64, f64) {
-    let mut ratios: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
-    if ratios.is_empty() {
-        return (f64::NAN, f64::NAN, f64::NAN);
-    }
-    ratios.sort_by(f64::total_cmp);
-    (ratios[ratios.len() / 2], ratios[0], ratios[ratios.len() - 1])
-}
-
-/// One pass of row 3 for `lib`: acquisitions per second, the CPU time per acquisition of this
-/// process and of the masters (pids `masters`), and failed attempts.
-async fn throughput_pass(clients: &Clients, masters: &[u32], lib: Lib, phase: Duration) -> Pass {
-    let done = Arc::new(AtomicUsize::new(0));
-    let failed = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let cpu0 = common::cpu_time();
-    let masters_cpu0 = common::processes_cpu_time(masters);
-    let t0 = Instant::now();
-    let mut tasks = Vec::new();
-    for t in 0..TASKS {
-        let (done, failed, stop) = (done.clone(), failed.clone(), stop.clone());
-        let key = format!("bench:peers:tput:{}:{t}", lib.name());
-        let clients = clients.clone();
-        if lib == Lib::Redlock {
-            tasks.push(tokio::task::spawn_blocking(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    match clients.redlock.lock(key.as_bytes(), TTL_MS) {
-                        Ok(Some(lock)) => {
-                            clients.redlock.unlock(&lock);
-                            done.fetch_add(1, Ordering::Relaxed);
-                        }
-                        _ => {
-                            failed.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-            }));
-        } else {
-            tasks.push(tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    // Each library as a caller would use it: quorlock's `acquire` backs off
-                    // between failed rounds (rslock's `lock` retries on its own).
-                    let result = match lib {
-                        Lib::Quorlock => match clients.quorlock.acquire(&key, TTL).await {
-                            Ok(guard) => guard.release().await.map(drop).map_err(|e| e.to_string()),
-                            Err(e) => Err(e.to_string()),
-                        },
-                        _ => clients.once(lib, &key).await.map(drop),
-                    };
-                    match result {
-                        Ok(_) => done.fetch_add(1, Ordering::Relaxed),
-                        Err(_) => failed.fetch_add(1, Ordering::Relaxed),
-                    };
-                }
-            }));
-        }
-    }
-    tokio::time::sleep(phase).await;
-    stop.store(true, Ordering::Relaxed);
-    let elapsed = t0.elapsed();
-    let done_at_stop = done.load(Ordering::Relaxed);
-    for task in tasks {
-        let _ = task.await;
-    }
-    let cpu = common::cpu_time().saturating_sub(cpu0);
-    let masters_cpu = common::processes_cpu_time(masters)
-        .zip(masters_cpu0)
-        .map(|(after, before)| after.saturating_sub(before));
-    let total = u32::try_from(done.load(Ordering::Relaxed).max(1)).unwrap_or(u32::MAX);
-    Pass {
-        rate: done_at_stop as f64 / elapsed.as_secs_f64(),
-        cpu: cpu / total,
-        masters_cpu: masters_cpu.map(|m| m / total),
-        failed: failed.load(Ordering::Relaxed),
-    }
-}
-
-/// What one pass of row 3 measured.
-#[derive(Debug, Clone, Copy)]
-struct Pass {
-    /// Acquisitions per second.
-    rate: f64,
-    /// This process's CPU time per acquisition.
-    cpu: Duration,
-    /// The masters' CPU time per acquisition, all masters together (`None` when `/proc` could not
-    /// be read).
-    masters_cpu: Option<Duration>,
-    /// Failed attempts.
-    failed: usize,
 }
 
 /// Row 4: 16 waiters on one key, each taking one turn per round; the time from the start of each
@@ -736,217 +557,5 @@ impl Turn {
             .unwrap_or(u64::MAX)
             .max(1);
         self.released_at.store(mark, Ordering::Release);
-    }
-}
-
-/// Row 5: RSS growth per held lock, each library in a fresh child process.
-async fn row5(args: &Args) -> Vec<Json> {
-    let locks = if args.quick { 1_000 } else { 10_000 };
-    let cluster = common::masters(5).await;
-    let exe = std::env::current_exe().unwrap_or_default();
-    let mut cells = Vec::new();
-    let mut rows = Vec::new();
-    for lib in Lib::LOCKS {
-        eprintln!(
-            "row 5, N = 5: {} holding {locks} locks (child process)",
-            lib.name()
-        );
-        let out = tokio::task::block_in_place(|| {
-            std::process::Command::new(&exe)
-                .arg(MEMORY_CHILD)
-                .arg(lib.name())
-                .arg(locks.to_string())
-                .args(cluster.urls())
-                .output()
-        });
-        let text = out
-            .as_ref()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-            .unwrap_or_default();
-        let mut fields = text
-            .split_whitespace()
-            .map(|f| f.parse::<f64>().unwrap_or(f64::NAN));
-        let (before, after, held) = (
-            fields.next().unwrap_or(f64::NAN),
-            fields.next().unwrap_or(f64::NAN),
-            fields.next().unwrap_or(f64::NAN),
-        );
-        if held.is_nan() || held <= 0.0 {
-            if let Ok(o) = &out {
-                eprintln!("  child failed: {}", String::from_utf8_lossy(&o.stderr).trim());
-            }
-        }
-        let per = (after - before) / held;
-        cells.push(
-            Json::object()
-                .str("library", lib.name())
-                .num("masters", 5.0)
-                .num("locks", held)
-                .num("rss_before_bytes", before)
-                .num("rss_after_bytes", after)
-                .num("bytes_per_lock", per)
-                .bool("watchdog", lib == Lib::Quorlock),
-        );
-        rows.push(vec![
-            lib.name().to_owned(),
-            format!("{held:.0}"),
-            format!("{:.1} MB", (after - before) / 1e6),
-            format!("{per:.0} B"),
-        ]);
-    }
-    if !args.json {
-        common::table(
-            "Row 5: memory per held lock (RSS growth; quorlock: guards kept alive by the watchdog through \
-             about 4 renewal ticks; rslock: extended once, it has no watchdog; redlock: held)",
-            &["library", "locks held", "RSS growth", "per lock"],
-            &rows,
-        );
-    }
-    cells
-}
-
-/// Row 5's TTL for quorlock: 3 s, so the watchdog renews every second.
-const MEMORY_TTL: Duration = Duration::from_secs(3);
-/// How long row 5 lets quorlock's watchdog run before reading RSS: about four ticks.
-const MEMORY_WATCH: Duration = Duration::from_millis(4_500);
-/// Row 5's node timeout for quorlock: a 10,000-lock acquire burst on a loaded 2-core machine must
-/// not fail on the 50 ms default.
-const MEMORY_NODE_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// The argument that makes this binary a row-5 child.
-const MEMORY_CHILD: &str = "--memory-child";
-
-/// In a row-5 child: holds the locks, prints `rss_before rss_after held`, returns the exit code.
-fn memory_child() -> Option<i32> {
-    let args: Vec<String> = std::env::args().collect();
-    let at = args.iter().position(|a| a == MEMORY_CHILD)?;
-    let lib = args.get(at + 1).cloned().unwrap_or_default();
-    let count: usize = args.get(at + 2).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let urls: Vec<String> = args.iter().skip(at + 3).cloned().collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .ok()?;
-    let result = runtime.block_on(hold_many(&lib, count, urls));
-    match result {
-        Ok((before, after, held)) => {
-            println!("{before} {after} {held}");
-            Some(0)
-        }
-        Err(e) => {
-            eprintln!("{e}");
-            Some(1)
-        }
-    }
-}
-
-/// Acquires `count` locks on distinct keys with library `lib`, extends each once, and measures RSS
-/// before and while holding them all.
-async fn hold_many(lib: &str, count: usize, urls: Vec<String>) -> Result<(u64, u64, usize), String> {
-    /// Locks acquired concurrently at a time.
-    const BATCH: usize = 64;
-    let keys: Vec<String> = (0..count).map(|i| format!("bench:peers:mem:{lib}:{i}")).collect();
-    match lib {
-        "quorlock" => {
-            let locks = Quorlock::builder()
-                .nodes(urls)
-                // The benchmark started these masters a moment ago; none of them restarted under a lock,
-                // so their votes count at once (the client still verifies each master's identity).
-                .restart_grace(std::time::Duration::ZERO)
-                .node_timeout(MEMORY_NODE_TIMEOUT)
-                .build()
-                .await
-                .map_err(|e| e.to_string())?;
-            // Warm the connections and the allocator before the baseline.
-            let warm = locks
-                .try_acquire("bench:peers:mem:warm", MEMORY_TTL)
-                .await
-                .map_err(|e| e.to_string())?;
-            warm.release().await.map_err(|e| e.to_string())?;
-            let before = common::rss_bytes();
-            let mut guards = Vec::with_capacity(count);
-            for chunk in keys.chunks(BATCH) {
-                let got =
-                    futures::future::join_all(chunk.iter().map(|k| locks.try_acquire(k, MEMORY_TTL))).await;
-                for g in got {
-                    guards.push(g.map_err(|e| e.to_string())?);
-                }
-            }
-            for g in &guards {
-                g.keep_alive();
-            }
-            // Several watchdog ticks: each renews every lock in one pipeline per master.
-            let ticks0 = locks.watchdog_stats().ticks;
-            tokio::time::sleep(MEMORY_WATCH).await;
-            let stats = locks.watchdog_stats();
-            let after = common::rss_bytes();
-            let lost = guards.iter().filter(|g| g.is_lost()).count();
-            eprintln!(
-                "  quorlock watchdog: {} ticks, {} renewals, {} pipelines in {MEMORY_WATCH:?}, {lost} locks lost",
-                stats.ticks - ticks0,
-                stats.renewals,
-                stats.pipelines
-            );
-            let held = guards.len() - lost;
-            for g in guards {
-                let _ = g.release().await;
-            }
-            Ok((before, after, held))
-        }
-        "rslock" => {
-            let rl = rslock::LockManager::new(urls);
-            let warm = rl
-                .lock("bench:peers:mem:warm", TTL)
-                .await
-                .map_err(|e| e.to_string())?;
-            rl.unlock(&warm).await;
-            let before = common::rss_bytes();
-            let mut held = Vec::with_capacity(count);
-            for chunk in keys.chunks(BATCH) {
-                let got = futures::future::join_all(chunk.iter().map(|k| rl.lock(k.as_str(), TTL))).await;
-                for l in got {
-                    held.push(l.map_err(|e| e.to_string())?);
-                }
-            }
-            let mut extended = Vec::with_capacity(count);
-            for chunk in held.chunks(BATCH) {
-                let got = futures::future::join_all(chunk.iter().map(|l| rl.extend(l, TTL))).await;
-                for l in got {
-                    extended.push(l.map_err(|e| e.to_string())?);
-                }
-            }
-            let after = common::rss_bytes();
-            let n = held.len();
-            for l in &held {
-                rl.unlock(l).await;
-            }
-            drop(extended);
-            Ok((before, after, n))
-        }
-        "redlock" => tokio::task::spawn_blocking(move || {
-            let rl = redlock::RedLock::new(urls);
-            match rl.lock(b"bench:peers:mem:warm", TTL_MS) {
-                Ok(Some(l)) => rl.unlock(&l),
-                other => return Err(format!("warm-up lock failed: {:?}", other.map(|o| o.is_some()))),
-            }
-            let before = common::rss_bytes();
-            let mut held = Vec::with_capacity(count);
-            for k in &keys {
-                match rl.lock(k.as_bytes(), TTL_MS) {
-                    Ok(Some(l)) => held.push(l),
-                    other => return Err(format!("lock {k} failed: {:?}", other.map(|o| o.is_some()))),
-                }
-            }
-            // redlock 2.0 has no extend.
-            let after = common::rss_bytes();
-            let n = held.len();
-            for l in &held {
-                rl.unlock(l);
-            }
-            Ok((before, after, n))
-        })
-        .await
-        .map_err(|e| e.to_string())?,
-        other => Err(format!("unknown library {other:?}")),
     }
 }

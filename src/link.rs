@@ -14,16 +14,16 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use redis::{Cmd, ErrorKind, ServerErrorKind, Value};
+use redis::{Cmd, ErrorKind, Pipeline, ServerErrorKind, Value};
 
 use crate::core::capabilities::Capabilities;
 use crate::error::{classify, NodeErrorKind, NodeFailure};
 use crate::lua::{ScriptCall, SCRIPTS};
-use crate::names::ChannelArg;
+use crate::names::{ChannelArg, RELEASE_CHANNEL_PREFIX};
 use crate::seam::{BatchRequest, Master, Request};
 
 /// One master of a client.
@@ -158,19 +158,14 @@ impl Link {
                 token,
                 announce,
                 script,
+                native,
             } => {
                 if !self.capabilities().delifeq {
                     return CallRequest::Script(self.run_script(script));
                 }
-                // The release and its announcement in one write: waiters are told after the key is
-                // gone. An announcement after a release that found nothing wakes a waiter for
-                // nothing, which is harmless; a missed one is not.
-                let mut pipe = redis::pipe();
-                pipe.cmd("DELIFEQ").arg(&**key).arg(&**token);
-                if *announce {
-                    pipe.cmd("PUBLISH").arg(ChannelArg(key)).arg(&**token);
-                }
-                let request = self.master.send_pipeline(Arc::new(pipe), self.timeout);
+                // Built for the first master that takes it, and shared by the others.
+                let pipe = native.get_or_init(|| Arc::new(compare_delete(key, token, *announce)));
+                let request = self.master.send_pipeline(Arc::clone(pipe), self.timeout);
                 CallRequest::Native(self.native(key, Step::Delete(request)))
             }
             Call::CompareExtend {
@@ -205,6 +200,25 @@ impl Link {
             .await
             .map(drop)
     }
+}
+
+/// `DELIFEQ key token`, with the release announced on the key's channel when `announce` says:
+/// a plain lock's native compare-and-delete, each command sized before it is written.
+///
+/// The release and its announcement go in one write: waiters are told after the key is gone. An
+/// announcement after a release that found nothing wakes a waiter for nothing, which is harmless;
+/// a missed one is not.
+pub(crate) fn compare_delete(key: &str, token: &str, announce: bool) -> Pipeline {
+    let mut pipe = Pipeline::with_capacity(2);
+    let mut delete = Cmd::with_capacity(3, 16 + key.len() + token.len());
+    delete.arg("DELIFEQ").arg(key).arg(token);
+    pipe.add_command(delete);
+    if announce {
+        let mut publish = Cmd::with_capacity(3, 16 + RELEASE_CHANNEL_PREFIX.len() + key.len() + token.len());
+        publish.arg("PUBLISH").arg(ChannelArg(key)).arg(token);
+        pipe.add_command(publish);
+    }
+    pipe
 }
 
 /// `SET key token IFEQ token PX ttl`: a plain lock's native compare-and-extend.
@@ -364,6 +378,9 @@ pub(crate) enum Call {
         announce: bool,
         /// The same release as a script.
         script: ScriptCall,
+        /// The native release, built once for every master of one release that has `DELIFEQ`
+        /// (empty until the first of them takes it).
+        native: OnceLock<Arc<Pipeline>>,
     },
     /// A plain lock's compare-and-extend: `SET key token IFEQ token PX ttl` where the master has
     /// it, else `script`.
@@ -535,5 +552,41 @@ impl Masters {
             addr: self.addr(index).to_owned(),
             kind,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The release as it was written before it was sized up front: one command after another.
+    fn unsized_release(key: &str, token: &str, announce: bool) -> Pipeline {
+        let mut pipe = redis::pipe();
+        pipe.cmd("DELIFEQ").arg(key).arg(token);
+        if announce {
+            pipe.cmd("PUBLISH")
+                .arg(crate::names::release_channel(key))
+                .arg(token);
+        }
+        pipe
+    }
+
+    #[test]
+    fn the_native_release_is_the_same_on_the_wire_however_it_is_built() {
+        for key in ["", "k", "orders:42", "a key with spaces", "clé-ü"] {
+            for announce in [true, false] {
+                let token = "0123456789abcdef0123456789abcdef";
+                assert_eq!(
+                    compare_delete(key, token, announce).get_packed_pipeline(),
+                    unsized_release(key, token, announce).get_packed_pipeline(),
+                    "{key:?}, announce {announce}"
+                );
+            }
+        }
+        // It can fail: another token is another release.
+        assert_ne!(
+            compare_delete("k", "t1", true).get_packed_pipeline(),
+            unsized_release("k", "t2", true).get_packed_pipeline()
+        );
     }
 }

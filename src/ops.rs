@@ -6,7 +6,7 @@
 //! counting, validity, release on drop and renewal are written once.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::link::Call;
 use crate::lua::{ScriptCall, EXTEND, RELEASE};
@@ -118,6 +118,7 @@ impl LockOps for PlainLock {
             token: Arc::clone(&self.token),
             announce: true,
             script: self.release_call(),
+            native: OnceLock::new(),
         }
     }
 
@@ -127,6 +128,7 @@ impl LockOps for PlainLock {
             token: Arc::clone(&self.token),
             announce: false,
             script: self.release_call(),
+            native: OnceLock::new(),
         }
     }
 }

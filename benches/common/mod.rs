@@ -1,5 +1,6 @@
-//! What the benchmarks share: command-line options, local masters, the raw command floor,
-//! percentiles, process CPU time and RSS, and a small JSON writer.
+//! What the benchmarks share: command-line options, local masters of the server
+//! `QUORLOCK_TEST_SERVER` selects, the command floors (raw, script, native, early-quorum), the
+//! masters' command statistics, percentiles, process CPU time and RSS, and a small JSON writer.
 //!
 //! Every figure a benchmark reports is meant to be read as a ratio against another figure from the
 //! same run (the floor, or quorlock healthy), because absolute times on a shared machine move.
@@ -8,12 +9,18 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
+mod commandstats;
+mod floor;
+
 use quorlock::{Guard, Quorlock};
 use quorlock_chaos::{Cluster, ClusterOptions};
 use rand::Rng;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Value};
+
+// Each benchmark uses some of these.
+#[allow(unused_imports)]
+pub use commandstats::CommandStats;
+#[allow(unused_imports)]
+pub use floor::{server, Floor, FloorRelease, Wait};
 
 /// quorlock's compare-and-delete script, byte for byte.
 pub const RELEASE_SCRIPT: &str = include_str!("../../src/scripts/release.lua");
@@ -114,7 +121,8 @@ fn parse_or_exit<T: std::str::FromStr>(text: &str, flag: &str) -> T {
     }
 }
 
-/// Starts `n` masters without fsync: the benchmarks measure the client, not the disk.
+/// Starts `n` masters of the server `QUORLOCK_TEST_SERVER` selects (Redis 7.0 when unset), without
+/// fsync: the benchmarks measure the client, not the disk.
 pub async fn masters(n: usize) -> Cluster {
     Cluster::start_with(ClusterOptions {
         masters: n,
@@ -123,15 +131,21 @@ pub async fn masters(n: usize) -> Cluster {
     })
     .await
     .unwrap_or_else(|e| {
-        eprintln!("cannot start {n} redis-server masters: {e}");
+        eprintln!("cannot start {n} {} masters: {e}", server().name());
         std::process::exit(1);
     })
 }
 
 /// quorlock on `cluster` with every setting at its default.
 pub async fn quorlock(cluster: &Cluster) -> Quorlock {
+    quorlock_with(cluster, quorlock::config::DEFAULT_NODE_TIMEOUT).await
+}
+
+/// quorlock on `cluster` with every setting at its default but the node timeout.
+pub async fn quorlock_with(cluster: &Cluster, node_timeout: Duration) -> Quorlock {
     Quorlock::builder()
         .nodes(cluster.urls())
+        .node_timeout(node_timeout)
         // The benchmark started these masters a moment ago; none of them restarted under a lock,
         // so their votes count at once (the client still verifies each master's identity).
         .restart_grace(std::time::Duration::ZERO)
@@ -151,128 +165,6 @@ pub async fn quorlock_once(locks: &Quorlock, key: &str) -> Result<(Duration, Dur
     let t1 = Instant::now();
     guard.release().await.map_err(|e| e.to_string())?;
     Ok((t1 - t0, t1.elapsed()))
-}
-
-/// The raw floor: `SET key token NX PX ttl` to every master concurrently, then `DEL key` to every
-/// master concurrently, over one multiplexed connection per master, with no lock logic at all.
-pub struct Floor {
-    conns: Vec<MultiplexedConnection>,
-    /// The SHA1 of quorlock's release script, loaded on every master at connect.
-    release_sha: String,
-}
-
-/// How the floor releases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FloorRelease {
-    /// `DEL key`: no ownership check.
-    Del,
-    /// quorlock's compare-and-delete script, source sent every time (`EVAL`).
-    Eval,
-    /// quorlock's compare-and-delete script by SHA1 (`EVALSHA`), as quorlock sends it.
-    EvalSha,
-}
-
-impl Floor {
-    /// Connects to every master of `cluster`, with `timeout` as the response timeout.
-    pub async fn connect(cluster: &Cluster, timeout: Duration) -> Floor {
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(timeout))
-            // The same queue depth quorlock gives its connections: the floor must not be slowed
-            // by a setting the lock is free to change.
-            .set_pipeline_buffer_size(PIPELINE_BUFFER);
-        let mut conns = Vec::new();
-        for url in cluster.urls() {
-            let client = redis::Client::open(url.as_str()).unwrap_or_else(|e| {
-                eprintln!("bad url {url}: {e}");
-                std::process::exit(1);
-            });
-            let conn = client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await
-                .unwrap_or_else(|e| {
-                    eprintln!("cannot connect to {url}: {e}");
-                    std::process::exit(1);
-                });
-            conns.push(conn);
-        }
-        let mut release_sha = String::new();
-        for conn in &mut conns {
-            let mut load = redis::cmd("SCRIPT");
-            load.arg("LOAD").arg(RELEASE_SCRIPT);
-            release_sha = load.query_async(conn).await.unwrap_or_else(|e| {
-                eprintln!("cannot load the release script: {e}");
-                std::process::exit(1);
-            });
-        }
-        Floor { conns, release_sha }
-    }
-
-    /// One floor acquire + release; returns the two phase times. Fails unless every SET said OK.
-    pub async fn once(&self, key: &str) -> Result<(Duration, Duration), String> {
-        self.once_with(key, FloorRelease::Del).await
-    }
-
-    /// The floor with quorlock's own release command (the compare-and-delete script sent as
-    /// `EVAL`) in place of `DEL`: what the wire format costs, without any client logic.
-    pub async fn once_script(&self, key: &str) -> Result<(Duration, Duration), String> {
-        self.once_with(key, FloorRelease::Eval).await
-    }
-
-    /// One floor cycle releasing as `release` says.
-    pub async fn once_with(&self, key: &str, how: FloorRelease) -> Result<(Duration, Duration), String> {
-        let token = token();
-        let ttl_ms = TTL.as_millis() as u64;
-        let t0 = Instant::now();
-        let mut set = redis::cmd("SET");
-        set.arg(key).arg(&token).arg("NX").arg("PX").arg(ttl_ms);
-        let replies = join_all(self.conns.iter().map(|c| {
-            let mut c = c.clone();
-            let set = &set;
-            async move { c.send_packed_command(set).await }
-        }))
-        .await;
-        let t1 = Instant::now();
-        let release = match how {
-            FloorRelease::Del => {
-                let mut del = redis::cmd("DEL");
-                del.arg(key);
-                del
-            }
-            FloorRelease::Eval | FloorRelease::EvalSha => {
-                let (name, script) = match how {
-                    FloorRelease::Eval => ("EVAL", RELEASE_SCRIPT),
-                    _ => ("EVALSHA", self.release_sha.as_str()),
-                };
-                let mut eval = redis::cmd(name);
-                eval.arg(script)
-                    .arg(1)
-                    .arg(key)
-                    .arg(&token)
-                    .arg(format!("quorlock:released:{key}"));
-                eval
-            }
-        };
-        let deleted = join_all(self.conns.iter().map(|c| {
-            let mut c = c.clone();
-            let release = &release;
-            async move { c.send_packed_command(release).await }
-        }))
-        .await;
-        let t2 = Instant::now();
-        for reply in replies {
-            match reply {
-                Ok(Value::Okay) => {}
-                other => return Err(format!("floor SET answered {other:?}")),
-            }
-        }
-        for reply in deleted {
-            if let Err(e) = reply {
-                return Err(format!("floor release failed: {e}"));
-            }
-        }
-        Ok((t1 - t0, t2 - t1))
-    }
 }
 
 /// The order in which interleaved contenders take their next sample: a fresh shuffle per round,
