@@ -37,9 +37,15 @@ fn hold(client: usize, kind: Kind, resource: &str, from: u64, to: u64) -> SimRec
 
 #[test]
 fn overlapping_holds_of_two_clients_are_flagged_and_disjoint_ones_are_not() {
-    let ok = [hold(0, Kind::Plain, "plain:0", 0, 100), hold(1, Kind::Plain, "plain:0", 100, 200)];
+    let ok = [
+        hold(0, Kind::Plain, "plain:0", 0, 100),
+        hold(1, Kind::Plain, "plain:0", 100, 200),
+    ];
     assert!(checks::exclusion(&ok).is_empty());
-    let bad = [hold(0, Kind::Plain, "plain:0", 0, 100), hold(1, Kind::Plain, "plain:0", 50, 200)];
+    let bad = [
+        hold(0, Kind::Plain, "plain:0", 0, 100),
+        hold(1, Kind::Plain, "plain:0", 50, 200),
+    ];
     assert_eq!(checks::exclusion(&bad).len(), 1);
     // A hold's safe interval ends with its validity, even if it released later.
     let mut late = hold(0, Kind::Plain, "plain:0", 0, 5_000);

@@ -73,7 +73,12 @@ pub fn all_or_nothing(records: &[SimRecord]) -> Vec<String> {
             held.sort();
             want != held
         })
-        .map(|r| format!("multi: c{} asked for {:?} and holds {:?}", r.client, r.resources, r.held))
+        .map(|r| {
+            format!(
+                "multi: c{} asked for {:?} and holds {:?}",
+                r.client, r.resources, r.held
+            )
+        })
         .collect()
 }
 
@@ -83,7 +88,9 @@ pub fn fencing(records: &[SimRecord]) -> Vec<String> {
     let mut found = Vec::new();
     let mut by_resource: BTreeMap<&str, Vec<(Duration, Duration, u64, usize)>> = BTreeMap::new();
     for r in records {
-        let (Some(token), Some(acquired)) = (r.fencing, r.acquired) else { continue };
+        let (Some(token), Some(acquired)) = (r.fencing, r.acquired) else {
+            continue;
+        };
         let released = r.releasing.unwrap_or(r.ended);
         let end = r.validity_end.unwrap_or(released).min(released).max(acquired);
         by_resource
@@ -124,7 +131,9 @@ pub fn fencing(records: &[SimRecord]) -> Vec<String> {
 }
 
 fn quiet(faults: &[FaultWindow], from: Duration, to: Duration) -> bool {
-    !faults.iter().any(|f| f.start <= to && f.end + QUIET_BEFORE >= from)
+    !faults
+        .iter()
+        .any(|f| f.start <= to && f.end + QUIET_BEFORE >= from)
 }
 
 /// A fair lock granted to a later ticket while an earlier one was queued. Tickets carry the
@@ -141,10 +150,14 @@ pub fn fair_order(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<String> 
         for a in &calls {
             let a_ms = a.invoked.as_millis();
             // While `a` waited: from its call until it got the lock, or until it gave up.
-            let waited_until = a.acquired.unwrap_or(a.ended.saturating_sub(FAIR_MARGIN));
+            let gave_up = a.ended.min(a.invoked + a.wait).saturating_sub(FAIR_MARGIN);
+            let waited_until = a.acquired.unwrap_or(gave_up);
             for b in &calls {
                 let Some(granted) = b.acquired else { continue };
-                if b.invoked.as_millis() <= a_ms || granted < a.invoked + FAIR_MARGIN || granted >= waited_until {
+                if b.invoked.as_millis() <= a_ms
+                    || granted < a.invoked + FAIR_MARGIN
+                    || granted >= waited_until
+                {
                     continue;
                 }
                 if quiet(faults, a.invoked, granted) {
@@ -173,7 +186,11 @@ pub fn liveness(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<String> {
                 return false;
             }
             // What `o` may leave on a master: its key until its TTL if its release was not confirmed.
-            let lingers = if o.released_ok { o.ended } else { o.ended.max(o.invoked + o.ttl) + o.ttl };
+            let lingers = if o.released_ok {
+                o.ended
+            } else {
+                o.ended.max(o.invoked + o.ttl) + o.ttl
+            };
             o.invoked <= f.ended && lingers + QUIET_BEFORE >= f.invoked
         });
         if !contended {

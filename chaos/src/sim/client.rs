@@ -49,7 +49,14 @@ impl Wire {
         }));
     }
 
-    fn commands(&self, master: Endpoint, conn: Conn, cmds: Vec<Args>, skip: usize, count: usize) -> oneshot::Receiver<Replies> {
+    fn commands(
+        &self,
+        master: Endpoint,
+        conn: Conn,
+        cmds: Vec<Args>,
+        skip: usize,
+        count: usize,
+    ) -> oneshot::Receiver<Replies> {
         let (reply, rx) = oneshot::channel();
         self.post(
             master,
@@ -115,13 +122,19 @@ impl Master for SimLink {
     }
 
     fn send(&self, cmd: Arc<Cmd>, timeout: Duration) -> Request {
-        let rx = self
-            .wire
-            .commands(Endpoint::Master(self.master), Conn::Shared, vec![args_of(&cmd)], 0, 1);
+        let rx = self.wire.commands(
+            Endpoint::Master(self.master),
+            Conn::Shared,
+            vec![args_of(&cmd)],
+            0,
+            1,
+        );
         let disconnects = Arc::clone(&self.disconnects);
         Box::pin(async move {
             let mut values = await_reply(rx, timeout, Some(&disconnects)).await?;
-            values.pop().ok_or_else(|| NodeErrorKind::Protocol("no reply (simulated)".into()))
+            values
+                .pop()
+                .ok_or_else(|| NodeErrorKind::Protocol("no reply (simulated)".into()))
         })
     }
 
@@ -154,8 +167,11 @@ impl Master for SimLink {
         let id = self.next_sub.fetch_add(1, Ordering::SeqCst);
         let (messages, stream) = fmpsc::unbounded();
         let (reply, rx) = oneshot::channel();
-        self.wire
-            .post(Endpoint::Master(self.master), Conn::Sub(id), Op::Open { messages, reply });
+        self.wire.post(
+            Endpoint::Master(self.master),
+            Conn::Sub(id),
+            Op::Open { messages, reply },
+        );
         let control = SubControl {
             master: self.master,
             id,
@@ -228,8 +244,15 @@ impl StoreConn {
         StoreConn { wire }
     }
 
-    fn run(&self, cmds: Vec<Args>, skip: usize, count: usize) -> impl std::future::Future<Output = redis::RedisResult<Vec<Value>>> {
-        let rx = self.wire.commands(Endpoint::Store, Conn::Shared, cmds, skip, count);
+    fn run(
+        &self,
+        cmds: Vec<Args>,
+        skip: usize,
+        count: usize,
+    ) -> impl std::future::Future<Output = redis::RedisResult<Vec<Value>>> {
+        let rx = self
+            .wire
+            .commands(Endpoint::Store, Conn::Shared, cmds, skip, count);
         async move {
             await_reply(rx, STORE_TIMEOUT, None)
                 .await
@@ -248,7 +271,12 @@ impl redis::aio::ConnectionLike for StoreConn {
         })
     }
 
-    fn req_packed_commands<'a>(&'a mut self, pipeline: &'a Pipeline, offset: usize, count: usize) -> RedisFuture<'a, Vec<Value>> {
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
         let run = self.run(pipeline.cmd_iter().map(args_of).collect(), offset, count);
         Box::pin(run)
     }

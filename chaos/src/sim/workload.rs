@@ -31,7 +31,13 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in a fixed order.
-    pub const ALL: [Kind; 5] = [Kind::Plain, Kind::Fenced, Kind::Reentrant, Kind::Multi, Kind::Fair];
+    pub const ALL: [Kind; 5] = [
+        Kind::Plain,
+        Kind::Fenced,
+        Kind::Reentrant,
+        Kind::Multi,
+        Kind::Fair,
+    ];
 
     /// The prefix of this kind's resources (kinds never share keys).
     pub fn name(self) -> &'static str {
@@ -143,7 +149,8 @@ pub async fn run_client(mut ctx: ClientCtx) {
         let r = ctx.rng.random_range(0..ctx.behaviour.resources);
         let resources = match kind {
             Kind::Multi => {
-                let other = (r + 1 + ctx.rng.random_range(0..ctx.behaviour.resources.max(2) - 1)) % ctx.behaviour.resources.max(2);
+                let other = (r + 1 + ctx.rng.random_range(0..ctx.behaviour.resources.max(2) - 1))
+                    % ctx.behaviour.resources.max(2);
                 vec![format!("multi:{r}"), format!("multi:{other}")]
             }
             _ => vec![format!("{}:{r}", kind.name())],
@@ -152,7 +159,10 @@ pub async fn run_client(mut ctx: ClientCtx) {
         let ttl = Duration::from_millis(ctx.rng.random_range(lo..=hi));
         let wait = Duration::from_millis(ctx.rng.random_range(0..=1_500));
         let record = one_call(&mut ctx, &owner, &fenced, kind, resources, ttl, wait).await;
-        ctx.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(record);
+        ctx.records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(record);
         let think = ctx.rng.random_range(0..=20);
         tokio::time::sleep(Duration::from_millis(think)).await;
     }
@@ -213,7 +223,13 @@ async fn one_call(
     record.held = guard.resources().into_iter().map(str::to_owned).collect();
     record.fencing = guard.fencing_token();
     if kind == Kind::Reentrant && ctx.rng.random_ratio(1, 3) {
-        if let Ok(inner) = ctx.locks.lock(&resources[0], ttl).reentrant(owner).try_acquire().await {
+        if let Ok(inner) = ctx
+            .locks
+            .lock(&resources[0], ttl)
+            .reentrant(owner)
+            .try_acquire()
+            .await
+        {
             record.reentered = true;
             let _ = inner.release().await;
         }
@@ -239,7 +255,11 @@ async fn critical_section(
     let key = format!("w:{resource}");
     let ttl_ms = u64::try_from(record.ttl.as_millis()).unwrap_or(u64::MAX);
     // A holder that ignores its validity also works for longer than it.
-    let longest = if ctx.behaviour.ignore_validity { ttl_ms * 2 } else { ttl_ms / 4 };
+    let longest = if ctx.behaviour.ignore_validity {
+        ttl_ms * 2
+    } else {
+        ttl_ms / 4
+    };
     let work = Duration::from_millis(ctx.rng.random_range(0..=longest));
     let ignore = ctx.behaviour.ignore_validity;
     let valid = |margin: Duration| ignore || Instant::now() + margin < guard.valid_until();

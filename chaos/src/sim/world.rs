@@ -92,7 +92,10 @@ enum Event {
 
 enum Delivery {
     Replies(oneshot::Sender<Replies>, Replies),
-    Done(oneshot::Sender<Result<(), NodeErrorKind>>, Result<(), NodeErrorKind>),
+    Done(
+        oneshot::Sender<Result<(), NodeErrorKind>>,
+        Result<(), NodeErrorKind>,
+    ),
     Message(fmpsc::UnboundedSender<Message>, Message),
 }
 
@@ -198,7 +201,9 @@ impl World {
             }
             let next = self.queue.peek().map(|q| q.0.at);
             if let Some(at) = next {
-                sleep.as_mut().reset(self.start + std::time::Duration::from_millis(at));
+                sleep
+                    .as_mut()
+                    .reset(self.start + std::time::Duration::from_millis(at));
             }
             tokio::select! {
                 biased;
@@ -239,7 +244,11 @@ impl World {
     }
 
     fn delay(&mut self, endpoint: Endpoint) -> u64 {
-        let base = if self.rng.random_ratio(1, 8) { self.rng.random_range(2..=6) } else { 1 };
+        let base = if self.rng.random_ratio(1, 8) {
+            self.rng.random_range(2..=6)
+        } else {
+            1
+        };
         match endpoint {
             Endpoint::Master(i) => base + self.nodes[i].extra_ms,
             Endpoint::Store => 1,

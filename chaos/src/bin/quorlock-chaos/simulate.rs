@@ -117,7 +117,10 @@ fn print_text(s: &Summary) {
         s.seed_range.0,
         s.seed_range.1,
         s.seeds,
-        s.control.as_deref().map(|c| format!(", control {c}")).unwrap_or_default()
+        s.control
+            .as_deref()
+            .map(|c| format!(", control {c}"))
+            .unwrap_or_default()
     );
     println!(
         "acquisitions {} of {} calls, {} master commands, {} faults, {} stale fenced writes rejected",
