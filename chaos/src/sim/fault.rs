@@ -107,7 +107,7 @@ pub struct PlanShape {
     pub mean_gap_ms: u64,
     /// Out of model: jump a master's clock by this much now and then.
     pub clock_jump_ms: Option<u64>,
-    /// Crashes restart at once (half the faults are such crashes).
+    /// Out of model with the restart grace off: every fault is a crash with an immediate restart.
     pub instant_crashes: bool,
 }
 
@@ -121,7 +121,7 @@ pub fn plan(rng: &mut StdRng, shape: PlanShape) -> Vec<Planned> {
         let client = rng.random_range(0..shape.clients);
         let fault = match shape.clock_jump_ms {
             Some(jump) if rng.random_bool(0.5) => Fault::ClockJump { master, ms: jump },
-            _ if shape.instant_crashes && rng.random_bool(0.5) => Fault::Crash { master, ms: 0 },
+            _ if shape.instant_crashes => Fault::Crash { master, ms: 0 },
             _ => match rng.random_range(0..6u8) {
                 0 => Fault::Partition {
                     client,

@@ -147,7 +147,12 @@ async fn simulate(config: SeedConfig) -> Result<SeedOutcome, SimError> {
             masters: MASTERS,
             clients: CLIENTS,
             run_ms,
-            mean_gap_ms: 1_500,
+            // Wipes must hit a majority inside one TTL to show; they come often in that control.
+            mean_gap_ms: if control == Some(Control::WipeWithoutGrace) {
+                150
+            } else {
+                1_500
+            },
             clock_jump_ms: (control == Some(Control::ClockJump)).then_some(TTL_MS.1 * 2),
             instant_crashes: control == Some(Control::WipeWithoutGrace),
         },
