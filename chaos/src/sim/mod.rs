@@ -14,12 +14,26 @@
 //! - `strings`, `hashes`, `zsets`, `admin`: the commands, by family.
 //! - `lua`: the script engine (sandbox, `redis.call`, conversions, cache by SHA1).
 //! - `numfmt`, `glob`: numbers and patterns as Redis reads and writes them.
+//!
+//! The deterministic simulation of the real client around these masters:
+//! - [`run`]: one seed end to end on tokio's paused clock ([`run::run_seed`]).
+//! - [`world`]: the masters, the store and the network on one task; [`wire`]: what crosses it.
+//! - [`client`]: quorlock's `Master` seam and a store connection over the simulated network.
+//! - [`env`]: each client's seeded randomness and wall clock (quorlock's `Environment`).
+//! - [`fault`]: the faults and their seeded plan; [`controls`]: the negative controls.
+//! - [`workload`]: what the clients do, and their records; [`checks`]: what must hold.
+//! - [`report`]: many seeds, their totals and the JSON report.
 
 mod admin;
+pub mod checks;
+pub mod client;
 mod commands;
 pub mod config;
+pub mod controls;
+pub mod env;
 pub mod error;
 mod exec;
+pub mod fault;
 mod glob;
 mod hashes;
 mod keyspace;
@@ -27,8 +41,13 @@ mod lua;
 pub mod master;
 mod numfmt;
 pub mod reply;
+pub mod report;
+pub mod run;
 mod server;
 mod strings;
+pub mod wire;
+pub mod workload;
+pub mod world;
 mod zset;
 mod zsets;
 

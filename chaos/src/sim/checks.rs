@@ -1,0 +1,217 @@
+//! The checks a simulated run must pass, on simulated time: mutual exclusion over safe intervals
+//! per resource (the chaos checker's sweep, reused), one owner per reentrant lock, all-or-nothing
+//! multi-resource holds, fencing tokens that never go backwards, grants of a fair lock in ticket
+//! order, no lost update of the witness, liveness when nothing stands in the way, and no key left
+//! behind. Pure functions over the records, so each is unit-tested with a case that must fail.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::checker;
+use crate::history::{FaultWindow, LockRecord};
+
+use super::workload::{Kind, SimRecord};
+
+/// How long after a waiter's call its ticket is surely in every reachable queue (a round trip
+/// and more, with no fault).
+pub const FAIR_MARGIN: Duration = Duration::from_millis(50);
+
+/// How long before a quiet acquire nothing may have been faulted for liveness to be judged: longer
+/// than the longest TTL, the restart grace and a fair waiter's heartbeat.
+pub const QUIET_BEFORE: Duration = Duration::from_secs(7);
+
+/// The chaos checker's records, one per held resource.
+pub fn lock_records(records: &[SimRecord]) -> Vec<LockRecord> {
+    let mut out = Vec::new();
+    for r in records {
+        let Some(acquired) = r.acquired else { continue };
+        for resource in &r.resources {
+            out.push(LockRecord {
+                client: r.client,
+                resource: resource.clone(),
+                token: String::new(),
+                invoked: r.invoked,
+                acquired: Some(acquired),
+                validity_end: r.validity_end,
+                released: Some(r.releasing.unwrap_or(r.ended)),
+                fencing: r.fencing,
+                error: None,
+            });
+        }
+    }
+    out
+}
+
+/// Overlapping safe intervals of different owners (a reentrant owner is its client).
+pub fn exclusion(records: &[SimRecord]) -> Vec<String> {
+    checker::overlaps(&lock_records(records))
+        .into_iter()
+        .filter(|o| o.first.client != o.second.client)
+        .map(|o| {
+            format!(
+                "mutual exclusion: {} held by c{} from {:?} and by c{} from {:?}, {:?} of overlap",
+                o.resource,
+                o.first.client,
+                o.first.acquired.unwrap_or_default(),
+                o.second.client,
+                o.second.acquired.unwrap_or_default(),
+                o.overlap
+            )
+        })
+        .collect()
+}
+
+/// Multi-resource holds that do not hold every resource asked for.
+pub fn all_or_nothing(records: &[SimRecord]) -> Vec<String> {
+    records
+        .iter()
+        .filter(|r| r.kind == Kind::Multi && r.acquired.is_some())
+        .filter(|r| {
+            let mut want = r.resources.clone();
+            let mut held = r.held.clone();
+            want.sort();
+            held.sort();
+            want != held
+        })
+        .map(|r| {
+            format!(
+                "multi: c{} asked for {:?} and holds {:?}",
+                r.client, r.resources, r.held
+            )
+        })
+        .collect()
+}
+
+/// Fencing tokens that went backwards: a hold that began after another's safe interval ended
+/// must carry a larger token; and no token is handed out twice.
+pub fn fencing(records: &[SimRecord]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut by_resource: BTreeMap<&str, Vec<(Duration, Duration, u64, usize)>> = BTreeMap::new();
+    for r in records {
+        let (Some(token), Some(acquired)) = (r.fencing, r.acquired) else {
+            continue;
+        };
+        let released = r.releasing.unwrap_or(r.ended);
+        let end = r.validity_end.unwrap_or(released).min(released).max(acquired);
+        by_resource
+            .entry(r.resources[0].as_str())
+            .or_default()
+            .push((acquired, end, token, r.client));
+    }
+    for (resource, holds) in by_resource {
+        let mut by_end = holds.clone();
+        by_end.sort_by_key(|h| (h.1, h.2));
+        let mut by_start = holds;
+        by_start.sort_by_key(|h| (h.0, h.2));
+        let mut highest: Option<(u64, usize)> = None;
+        let mut i = 0;
+        for (acquired, _, token, client) in by_start {
+            while i < by_end.len() && by_end[i].1 <= acquired {
+                if highest.is_none_or(|(t, _)| by_end[i].2 > t) {
+                    highest = Some((by_end[i].2, by_end[i].3));
+                }
+                i += 1;
+            }
+            if let Some((earlier, who)) = highest {
+                if token <= earlier {
+                    found.push(format!(
+                        "fencing: {resource} token {token} (c{client} at {acquired:?}) after token {earlier} (c{who}) had ended"
+                    ));
+                }
+            }
+        }
+    }
+    for (a, b) in checker::duplicate_fencing_tokens(&lock_records(records)) {
+        found.push(format!(
+            "fencing: token {:?} handed to c{} and c{} on {}",
+            a.fencing, a.client, b.client, a.resource
+        ));
+    }
+    found
+}
+
+fn quiet(faults: &[FaultWindow], from: Duration, to: Duration) -> bool {
+    !faults
+        .iter()
+        .any(|f| f.start <= to && f.end + QUIET_BEFORE >= from)
+}
+
+/// A fair lock granted to a later ticket while an earlier one was queued. Tickets carry the
+/// waiter's wall clock in ms (every client's reads the same here), so a call a whole ms earlier
+/// holds the earlier ticket. Judged only with no fault around, and once the earlier ticket had
+/// time to reach the queues.
+pub fn fair_order(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut by_resource: BTreeMap<&str, Vec<&SimRecord>> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.kind == Kind::Fair) {
+        by_resource.entry(r.resources[0].as_str()).or_default().push(r);
+    }
+    for (resource, calls) in by_resource {
+        for a in &calls {
+            let a_ms = a.invoked.as_millis();
+            // While `a` waited: from its call until it got the lock, or until it gave up.
+            let gave_up = a.ended.min(a.invoked + a.wait).saturating_sub(FAIR_MARGIN);
+            let waited_until = a.acquired.unwrap_or(gave_up);
+            for b in &calls {
+                let Some(granted) = b.acquired else { continue };
+                if b.invoked.as_millis() <= a_ms
+                    || granted < a.invoked + FAIR_MARGIN
+                    || granted >= waited_until
+                {
+                    continue;
+                }
+                if quiet(faults, a.invoked, granted) {
+                    found.push(format!(
+                        "fair: {resource} granted to c{} (called at {:?}) at {granted:?} while c{} (called earlier, at {:?}) waited",
+                        b.client, b.invoked, a.client, a.invoked
+                    ));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Acquires that failed although no fault was near, no other call touched the resource, and no
+/// earlier hold could still be on a master: with a majority reachable and no holder, an acquire
+/// must succeed within its wait.
+pub fn liveness(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<String> {
+    let mut found = Vec::new();
+    for f in records.iter().filter(|r| r.error.is_some()) {
+        if !quiet(faults, f.invoked, f.ended) {
+            continue;
+        }
+        let contended = records.iter().any(|o| {
+            if std::ptr::eq(o, f) || !o.resources.iter().any(|res| f.resources.contains(res)) {
+                return false;
+            }
+            // What `o` may leave on a master: its key until its TTL if its release was not confirmed.
+            let lingers = if o.released_ok {
+                o.ended
+            } else {
+                o.ended.max(o.invoked + o.ttl) + o.ttl
+            };
+            o.invoked <= f.ended && lingers + QUIET_BEFORE >= f.invoked
+        });
+        if !contended {
+            found.push(format!(
+                "liveness: c{} could not take {:?} (wait {:?}) at {:?} with every master reachable and no other caller: {}",
+                f.client,
+                f.resources,
+                f.wait,
+                f.invoked,
+                f.error.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+    found
+}
+
+/// Updates of the witness counters that were acknowledged and then lost: per counter, the
+/// acknowledged writes minus the value the store ends with.
+pub fn lost_updates(writes: &BTreeMap<String, u64>, finals: &BTreeMap<String, u64>) -> u64 {
+    writes
+        .iter()
+        .map(|(key, n)| n.saturating_sub(finals.get(key).copied().unwrap_or(0)))
+        .sum()
+}

@@ -1,0 +1,66 @@
+//! The negative controls: runs that break one of the assumptions RedLock's safety rests on, so
+//! that the simulation's checks are seen to fail when they should. Each control must report
+//! violations within its first few hundred seeds; a control that passes means a check is blind.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// One broken assumption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Control {
+    /// Each client trusts a single master of its own: a quorum of 1.
+    QuorumOfOne,
+    /// Holders keep working past their validity until they release.
+    IgnoreValidity,
+    /// Masters without persistence crash and restart at once, and clients do not keep a
+    /// restarted master out of their majorities (restart grace off).
+    WipeWithoutGrace,
+    /// Masters' clocks jump forward by more than the drift allowance.
+    ClockJump,
+    /// Holders of unfenced locks pause (as in a GC) past their validity, then write.
+    PauseUnfenced,
+}
+
+impl Control {
+    /// Every control, in a fixed order.
+    pub const ALL: [Control; 5] = [
+        Control::QuorumOfOne,
+        Control::IgnoreValidity,
+        Control::WipeWithoutGrace,
+        Control::ClockJump,
+        Control::PauseUnfenced,
+    ];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Control::QuorumOfOne => "quorum-of-one",
+            Control::IgnoreValidity => "ignore-validity",
+            Control::WipeWithoutGrace => "wipe-without-grace",
+            Control::ClockJump => "clock-jump",
+            Control::PauseUnfenced => "pause-unfenced",
+        }
+    }
+}
+
+impl fmt::Display for Control {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A control name that is not one of [`Control::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown control {0:?}; the controls are: quorum-of-one, ignore-validity, wipe-without-grace, clock-jump, pause-unfenced")]
+pub struct UnknownControl(pub String);
+
+impl FromStr for Control {
+    type Err = UnknownControl;
+
+    fn from_str(s: &str) -> Result<Control, UnknownControl> {
+        Control::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| UnknownControl(s.to_owned()))
+    }
+}

@@ -1,0 +1,162 @@
+//! Many seeds: runs them one after the other (for a count, or until a wall-clock budget is
+//! spent), adds up what they found, and reports it as text or JSON, with the one command line
+//! that replays each failing seed.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::controls::Control;
+use super::run::{run_seed, SeedConfig, SeedOutcome};
+use super::SimError;
+
+/// Which seeds to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Sweep {
+    /// The first seed.
+    pub first: u64,
+    /// How many seeds at most.
+    pub count: u64,
+    /// Stop starting seeds once this much wall-clock time has passed.
+    pub budget: Option<Duration>,
+    /// Simulated time per seed.
+    pub simulated: Duration,
+    /// The negative control, if any.
+    pub control: Option<Control>,
+}
+
+/// A failing seed, and how to replay it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    /// The seed.
+    pub seed: u64,
+    /// The command line that replays it.
+    pub replay: String,
+    /// Its violations (the first few).
+    pub violations: Vec<String>,
+    /// Its lost updates.
+    pub lost_updates: u64,
+    /// Its leaked keys.
+    pub leaked_keys: Vec<String>,
+}
+
+/// The totals of a sweep, as `--json` prints them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Seeds run.
+    pub seeds: u64,
+    /// The first seed and the last one run.
+    pub seed_range: (u64, u64),
+    /// The negative control, if any.
+    pub control: Option<String>,
+    /// Lock calls made.
+    pub attempts: u64,
+    /// Lock calls that acquired.
+    pub acquisitions: u64,
+    /// Commands run on lock masters.
+    pub commands: u64,
+    /// Faults injected.
+    pub faults: u64,
+    /// Violations found.
+    pub violations: u64,
+    /// Acknowledged updates lost.
+    pub lost_updates: u64,
+    /// Keys left behind.
+    pub leaked_keys: u64,
+    /// Fenced writes the store rejected as stale.
+    pub stale_rejected: u64,
+    /// Simulated seconds.
+    pub simulated_seconds: f64,
+    /// Wall-clock seconds.
+    pub wall_seconds: f64,
+    /// Acquisitions per wall-clock minute.
+    pub acquisitions_per_wall_minute: f64,
+    /// Simulated seconds per wall-clock second.
+    pub speedup: f64,
+    /// The history hash of a single seed; for several, the hash of their hashes in order.
+    pub history_hash: String,
+    /// Failing seeds (the first 20).
+    pub failures: Vec<Failure>,
+}
+
+/// The command line that replays `seed`.
+pub fn replay_command(seed: u64, simulated: Duration, control: Option<Control>) -> String {
+    let mut line = format!(
+        "cargo run -p quorlock-chaos --release -- simulate --seed {seed} --simulated {}s",
+        simulated.as_secs()
+    );
+    if let Some(control) = control {
+        line.push_str(&format!(" --control {control}"));
+    }
+    line
+}
+
+/// Runs the sweep, calling `each` after every seed.
+pub fn sweep(plan: Sweep, mut each: impl FnMut(&SeedOutcome)) -> Result<Summary, SimError> {
+    let began = Instant::now();
+    let mut summary = Summary {
+        seeds: 0,
+        seed_range: (plan.first, plan.first),
+        control: plan.control.map(|c| c.name().to_owned()),
+        attempts: 0,
+        acquisitions: 0,
+        commands: 0,
+        faults: 0,
+        violations: 0,
+        lost_updates: 0,
+        leaked_keys: 0,
+        stale_rejected: 0,
+        simulated_seconds: 0.0,
+        wall_seconds: 0.0,
+        acquisitions_per_wall_minute: 0.0,
+        speedup: 0.0,
+        history_hash: String::new(),
+        failures: Vec::new(),
+    };
+    let mut hashes = String::new();
+    for seed in plan.first..plan.first.saturating_add(plan.count) {
+        if plan.budget.is_some_and(|budget| began.elapsed() >= budget) {
+            break;
+        }
+        let outcome = run_seed(SeedConfig {
+            seed,
+            simulated: plan.simulated,
+            control: plan.control,
+        })?;
+        summary.seeds += 1;
+        summary.seed_range.1 = seed;
+        summary.attempts += outcome.attempts;
+        summary.acquisitions += outcome.acquisitions;
+        summary.commands += outcome.commands;
+        summary.faults += outcome.faults;
+        summary.violations += outcome.violations.len() as u64;
+        summary.lost_updates += outcome.lost_updates;
+        summary.leaked_keys += outcome.leaked_keys.len() as u64;
+        summary.stale_rejected += outcome.stale_rejected;
+        summary.simulated_seconds += outcome.simulated.as_secs_f64();
+        hashes.push_str(&outcome.history_hash);
+        hashes.push('\n');
+        if summary.seeds == 1 {
+            summary.history_hash = outcome.history_hash.clone();
+        }
+        if !outcome.passed() && summary.failures.len() < 20 {
+            summary.failures.push(Failure {
+                seed,
+                replay: replay_command(seed, plan.simulated, plan.control),
+                violations: outcome.violations.iter().take(5).cloned().collect(),
+                lost_updates: outcome.lost_updates,
+                leaked_keys: outcome.leaked_keys.iter().take(5).cloned().collect(),
+            });
+        }
+        each(&outcome);
+    }
+    if summary.seeds > 1 {
+        summary.history_hash = sha1_smol::Sha1::from(hashes.as_bytes()).digest().to_string();
+    }
+    summary.wall_seconds = began.elapsed().as_secs_f64();
+    if summary.wall_seconds > 0.0 {
+        summary.acquisitions_per_wall_minute = summary.acquisitions as f64 * 60.0 / summary.wall_seconds;
+        summary.speedup = summary.simulated_seconds / summary.wall_seconds;
+    }
+    Ok(summary)
+}

@@ -1,0 +1,308 @@
+//! One seed, end to end: a single-threaded tokio runtime on the paused clock, the world (masters,
+//! store, network, faults) on one task, the real quorlock clients on others, then the heal, the
+//! settle, the leak scans and the checks. Everything random is drawn from generators seeded by
+//! the one seed, so the same seed gives the same history, byte for byte; the history's SHA-1 is
+//! the run's fingerprint.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use quorlock::Quorlock;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use redis::AsyncCommands;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::checks;
+use super::client::{SimLink, StoreConn, Wire};
+use super::controls::Control;
+use super::env::SimEnv;
+use super::fault::{plan, PlanShape, Planned};
+use super::wire::{Incoming, LeftKey};
+use super::workload::{run_client, Behaviour, ClientCtx, Kind, SimRecord};
+use super::world::{MasterClock, Node, World};
+use super::{Flavor, MasterConfig, Persistence, SimError, SimMaster};
+use crate::history::FaultWindow;
+
+/// Some day in 2023, in ms since the epoch: where the simulated clocks start.
+const T0: u64 = 1_700_000_000_000;
+/// Lock masters.
+pub const MASTERS: usize = 5;
+/// Clients.
+pub const CLIENTS: usize = 6;
+/// The TTLs asked for, in ms.
+const TTL_MS: (u64, u64) = (200, 1_000);
+/// Master clock rates stay within this many ppm of true time: well inside the default drift
+/// allowance of 1 % of the TTL.
+const MAX_PPM: i64 = 4_000;
+
+/// What one seed runs.
+#[derive(Debug, Clone, Copy)]
+pub struct SeedConfig {
+    /// The seed.
+    pub seed: u64,
+    /// Simulated time during which clients start calls.
+    pub simulated: Duration,
+    /// The negative control, if any.
+    pub control: Option<Control>,
+}
+
+/// What one seed found.
+#[derive(Debug, Clone, Default)]
+pub struct SeedOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// Lock calls made.
+    pub attempts: u64,
+    /// Lock calls that acquired.
+    pub acquisitions: u64,
+    /// Faults injected.
+    pub faults: u64,
+    /// Commands run on lock masters.
+    pub commands: u64,
+    /// What the checks found.
+    pub violations: Vec<String>,
+    /// Acknowledged witness updates that were lost.
+    pub lost_updates: u64,
+    /// Keys left behind after the settle.
+    pub leaked_keys: Vec<String>,
+    /// Simulated time, the settle included.
+    pub simulated: Duration,
+    /// SHA-1 of the serialized history.
+    pub history_hash: String,
+    /// Fenced writes the store rejected as stale (paused holders among them).
+    pub stale_rejected: u64,
+}
+
+impl SeedOutcome {
+    /// `true` when every check passed.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty() && self.lost_updates == 0 && self.leaked_keys.is_empty()
+    }
+}
+
+/// Runs one seed.
+pub fn run_seed(config: SeedConfig) -> Result<SeedOutcome, SimError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| SimError::Runtime(e.to_string()))?;
+    let local = tokio::task::LocalSet::new();
+    runtime.block_on(local.run_until(simulate(config)))
+}
+
+fn flavor(i: u64) -> Flavor {
+    match i % 3 {
+        0 => Flavor::Redis70,
+        1 => Flavor::Valkey81,
+        _ => Flavor::Valkey91,
+    }
+}
+
+async fn simulate(config: SeedConfig) -> Result<SeedOutcome, SimError> {
+    let start = Instant::now();
+    let mut rng = StdRng::seed_from_u64(config.seed);
+    let control = config.control;
+    let run_ms = u64::try_from(config.simulated.as_millis()).unwrap_or(u64::MAX);
+    let mut nodes = Vec::with_capacity(MASTERS);
+    for _ in 0..MASTERS {
+        let durable = control != Some(Control::WipeWithoutGrace) && rng.random_bool(0.5);
+        let persistence = if durable {
+            Persistence::AofAlways
+        } else {
+            Persistence::None
+        };
+        let seed = rng.random();
+        let clock = MasterClock {
+            base: T0 + rng.random_range(0..10_000),
+            ppm: rng.random_range(-MAX_PPM..=MAX_PPM),
+            jumped: 0,
+        };
+        // Started an hour before the run: a master that just started is rightly kept out of every
+        // majority for the restart grace, which is a fault of its own (see `Fault::Crash`).
+        let started = clock.base - 3_600_000;
+        let master = SimMaster::new(
+            MasterConfig::new(flavor(rng.random()), persistence, seed),
+            started,
+        )?;
+        nodes.push(Node::new(master, clock, durable));
+    }
+    let store_clock = MasterClock {
+        base: T0,
+        ppm: 0,
+        jumped: 0,
+    };
+    let store = Node::new(
+        SimMaster::new(MasterConfig::new(Flavor::Valkey91, Persistence::AofAlways, 0), T0)?,
+        store_clock,
+        true,
+    );
+    let faults: Vec<Planned> = plan(
+        &mut rng,
+        PlanShape {
+            masters: MASTERS,
+            clients: CLIENTS,
+            run_ms,
+            // Wipes must hit a majority inside one TTL to show; they come often in that control.
+            mean_gap_ms: if control == Some(Control::WipeWithoutGrace) {
+                150
+            } else {
+                1_500
+            },
+            clock_jump_ms: (control == Some(Control::ClockJump)).then_some(TTL_MS.1 * 2),
+            instant_crashes: control == Some(Control::WipeWithoutGrace),
+        },
+    );
+    let windows: Vec<FaultWindow> = faults
+        .iter()
+        .map(|p| FaultWindow {
+            start: Duration::from_millis(p.at_ms),
+            end: Duration::from_millis(p.at_ms + p.fault.duration_ms()),
+            label: p.fault.label(),
+        })
+        .collect();
+    let world = World::new(start, StdRng::seed_from_u64(rng.random()), nodes, store, faults);
+    let stats = world.stats();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let world_task = tokio::task::spawn_local(world.run(rx));
+
+    let behaviour = Behaviour {
+        resources: 2,
+        ttl_ms: TTL_MS,
+        ignore_validity: control == Some(Control::IgnoreValidity),
+        pause_unfenced: control == Some(Control::PauseUnfenced),
+        kinds: match control {
+            Some(Control::PauseUnfenced | Control::IgnoreValidity) => &[Kind::Plain],
+            _ => &Kind::ALL,
+        },
+    };
+    let records: Arc<Mutex<Vec<SimRecord>>> = Arc::default();
+    let until = start + config.simulated;
+    let mut clients = Vec::with_capacity(CLIENTS);
+    for c in 0..CLIENTS {
+        let wire = Wire::new(c, tx.clone());
+        let mut builder = Quorlock::builder()
+            .environment(Arc::new(SimEnv::new(rng.random(), start, T0)))
+            .restart_grace(Duration::from_millis(TTL_MS.1))
+            .enforce_restart_grace(control != Some(Control::WipeWithoutGrace));
+        if control == Some(Control::QuorumOfOne) {
+            builder = builder.master(Arc::new(SimLink::new(c % MASTERS, wire.clone())));
+        } else {
+            for m in 0..MASTERS {
+                builder = builder.master(Arc::new(SimLink::new(m, wire.clone())));
+            }
+        }
+        let locks = builder.build().await.map_err(|e| SimError::Client {
+            client: c,
+            message: e.to_string(),
+        })?;
+        let ctx = ClientCtx {
+            id: c,
+            locks,
+            store: StoreConn::new(wire),
+            rng: StdRng::seed_from_u64(rng.random()),
+            start,
+            until,
+            behaviour,
+            records: Arc::clone(&records),
+        };
+        clients.push(tokio::task::spawn_local(run_client(ctx)));
+    }
+    tokio::time::sleep_until(until).await;
+    let _ = tx.send(Incoming::HealAll);
+    for client in clients {
+        let _ = client.await;
+    }
+    // Everything settled with every master reachable: no key may stay without a deadline, and
+    // once the longest TTL and heartbeat have passed, none at all.
+    let mut leaked = leaks(&tx, false).await;
+    tokio::time::sleep(checks::QUIET_BEFORE).await;
+    leaked.extend(leaks(&tx, true).await);
+
+    let records = std::mem::take(&mut *records.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let mut writes: BTreeMap<String, u64> = BTreeMap::new();
+    for key in records.iter().flat_map(|r| r.written.iter()) {
+        *writes.entry(key.clone()).or_default() += 1;
+    }
+    let mut finals = BTreeMap::new();
+    let mut store = StoreConn::new(Wire::new(CLIENTS, tx.clone()));
+    for key in writes.keys() {
+        let value: Option<u64> = store.get(key).await.unwrap_or(None);
+        finals.insert(key.clone(), value.unwrap_or(0));
+    }
+    let simulated = Instant::now().saturating_duration_since(start);
+    // Background tasks of the clients may still hold the network; the world stops here.
+    world_task.abort();
+    drop(tx);
+
+    let mut violations = Vec::new();
+    violations.extend(checks::exclusion(&records));
+    violations.extend(checks::all_or_nothing(&records));
+    violations.extend(checks::fencing(&records));
+    violations.extend(checks::fair_order(&records, &windows));
+    violations.extend(checks::liveness(&records, &windows));
+    let lost_updates = checks::lost_updates(&writes, &finals);
+    let world = stats.get();
+    let mut outcome = SeedOutcome {
+        seed: config.seed,
+        attempts: records.len() as u64,
+        acquisitions: records.iter().filter(|r| r.acquired.is_some()).count() as u64,
+        faults: world.faults,
+        commands: world.commands,
+        violations,
+        lost_updates,
+        leaked_keys: leaked
+            .iter()
+            .map(|k| format!("m{} {}", k.master, k.key))
+            .collect(),
+        simulated,
+        history_hash: String::new(),
+        stale_rejected: records.iter().map(|r| u64::from(r.stale)).sum(),
+    };
+    outcome.history_hash = history_hash(&records, &windows, &finals, &outcome);
+    Ok(outcome)
+}
+
+/// Keys on the masters that should not be there: without a deadline (or any, with `all`), other
+/// than the fencing counters, which live forever by design.
+async fn leaks(tx: &mpsc::UnboundedSender<Incoming>, all: bool) -> Vec<LeftKey> {
+    let (reply, rx) = oneshot::channel();
+    if tx.send(Incoming::Keys(reply)).is_err() {
+        return Vec::new();
+    }
+    rx.await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|k| !k.key.starts_with("quorlock:fence:"))
+        .filter(|k| all || !k.expires)
+        .collect()
+}
+
+/// SHA-1 of every record, fault and final counter, in the order the run produced them.
+fn history_hash(
+    records: &[SimRecord],
+    faults: &[FaultWindow],
+    finals: &BTreeMap<String, u64>,
+    outcome: &SeedOutcome,
+) -> String {
+    let mut text = String::new();
+    for f in faults {
+        let _ = writeln!(text, "fault {:?} {:?} {}", f.start, f.end, f.label);
+    }
+    for r in records {
+        let _ = writeln!(text, "{r:?}");
+    }
+    for (key, value) in finals {
+        let _ = writeln!(text, "final {key} {value}");
+    }
+    let _ = writeln!(
+        text,
+        "commands {} faults {} leaked {:?} simulated {:?}",
+        outcome.commands, outcome.faults, outcome.leaked_keys, outcome.simulated
+    );
+    sha1_smol::Sha1::from(text.as_bytes()).digest().to_string()
+}

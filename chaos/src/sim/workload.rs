@@ -1,0 +1,303 @@
+//! What each simulated client does: a seeded loop of lock calls through the real quorlock API
+//! (plain, fenced with a `FencedStore`, reentrant with nesting, multi-resource, fair), each hold
+//! doing a read-modify-write of a counter in the store (the witness that reveals lost updates),
+//! and a record of every call on the simulated clock for the checks.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use quorlock::{FencedStore, LockOwner, Quorlock};
+use rand::rngs::StdRng;
+use rand::RngExt;
+use redis::AsyncCommands;
+use tokio::time::Instant;
+
+use super::client::StoreConn;
+
+/// The lock kinds the workload uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// A plain lock.
+    Plain,
+    /// A fenced lock whose holder writes through a `FencedStore`.
+    Fenced,
+    /// A reentrant lock, sometimes re-entered by its owner.
+    Reentrant,
+    /// Two resources at once.
+    Multi,
+    /// A fair (first come, first served) lock.
+    Fair,
+}
+
+impl Kind {
+    /// Every kind, in a fixed order.
+    pub const ALL: [Kind; 5] = [
+        Kind::Plain,
+        Kind::Fenced,
+        Kind::Reentrant,
+        Kind::Multi,
+        Kind::Fair,
+    ];
+
+    /// The prefix of this kind's resources (kinds never share keys).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Plain => "plain",
+            Kind::Fenced => "fenced",
+            Kind::Reentrant => "reentrant",
+            Kind::Multi => "multi",
+            Kind::Fair => "fair",
+        }
+    }
+}
+
+/// One lock call and, if it succeeded, its hold; times are simulated offsets from the run start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimRecord {
+    /// The client.
+    pub client: usize,
+    /// The kind.
+    pub kind: Kind,
+    /// The resources asked for (one, or several for multi).
+    pub resources: Vec<String>,
+    /// The resources the guard said it held (multi: must be all of them).
+    pub held: Vec<String>,
+    /// When `acquire` was called.
+    pub invoked: Duration,
+    /// The wait given to the call.
+    pub wait: Duration,
+    /// The TTL asked for.
+    pub ttl: Duration,
+    /// When `acquire` succeeded.
+    pub acquired: Option<Duration>,
+    /// The end of the validity the guard reported.
+    pub validity_end: Option<Duration>,
+    /// When the holder called release: it acts no more after this.
+    pub releasing: Option<Duration>,
+    /// When the release returned (or the acquire failed).
+    pub ended: Duration,
+    /// Whether the release was confirmed by a majority.
+    pub released_ok: bool,
+    /// The fencing token, for fenced holds.
+    pub fencing: Option<u64>,
+    /// Why the acquire failed.
+    pub error: Option<String>,
+    /// The witness counters whose update the store accepted, one entry per write.
+    pub written: Vec<String>,
+    /// Fenced writes the store rejected as stale.
+    pub stale: u32,
+    /// The holder paused (as for a GC) inside its hold.
+    pub paused: bool,
+    /// A nested re-entry by the same owner succeeded inside this hold.
+    pub reentered: bool,
+}
+
+/// How the clients behave; the negative controls turn the unsafe switches on.
+#[derive(Debug, Clone, Copy)]
+pub struct Behaviour {
+    /// Resources per kind.
+    pub resources: usize,
+    /// Shortest and longest TTL asked for, in ms.
+    pub ttl_ms: (u64, u64),
+    /// Out of model: a holder keeps writing until it releases, whatever its validity says.
+    pub ignore_validity: bool,
+    /// Out of model: holders of unfenced locks pause past their validity and then write.
+    pub pause_unfenced: bool,
+    /// The kinds used.
+    pub kinds: &'static [Kind],
+}
+
+/// The slack a holder keeps before its validity ends when it writes: the store's round trip.
+const WRITE_MARGIN: Duration = Duration::from_millis(10);
+
+/// What one client needs.
+pub struct ClientCtx {
+    /// The client's number.
+    pub id: usize,
+    /// Its quorlock handle.
+    pub locks: Quorlock,
+    /// Its connection to the store.
+    pub store: StoreConn,
+    /// Its generator for workload choices.
+    pub rng: StdRng,
+    /// The run's start.
+    pub start: Instant,
+    /// When to stop starting calls.
+    pub until: Instant,
+    /// How it behaves.
+    pub behaviour: Behaviour,
+    /// Where records go.
+    pub records: Arc<Mutex<Vec<SimRecord>>>,
+}
+
+impl ClientCtx {
+    fn at(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.start)
+    }
+
+    fn offset(&self, instant: Instant) -> Duration {
+        instant.saturating_duration_since(self.start)
+    }
+}
+
+/// Runs the client's loop until `until`, then settles its background work.
+pub async fn run_client(mut ctx: ClientCtx) {
+    let owner = LockOwner::from(format!("owner-c{}", ctx.id));
+    let fenced = FencedStore::new(ctx.store.clone());
+    while Instant::now() < ctx.until {
+        let kind = ctx.behaviour.kinds[ctx.rng.random_range(0..ctx.behaviour.kinds.len())];
+        let r = ctx.rng.random_range(0..ctx.behaviour.resources);
+        let resources = match kind {
+            Kind::Multi => {
+                let other = (r + 1 + ctx.rng.random_range(0..ctx.behaviour.resources.max(2) - 1))
+                    % ctx.behaviour.resources.max(2);
+                vec![format!("multi:{r}"), format!("multi:{other}")]
+            }
+            _ => vec![format!("{}:{r}", kind.name())],
+        };
+        let (lo, hi) = ctx.behaviour.ttl_ms;
+        let ttl = Duration::from_millis(ctx.rng.random_range(lo..=hi));
+        let wait = Duration::from_millis(ctx.rng.random_range(0..=1_500));
+        let record = one_call(&mut ctx, &owner, &fenced, kind, resources, ttl, wait).await;
+        ctx.records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(record);
+        let think = ctx.rng.random_range(0..=20);
+        tokio::time::sleep(Duration::from_millis(think)).await;
+    }
+    ctx.locks.settle().await;
+}
+
+async fn one_call(
+    ctx: &mut ClientCtx,
+    owner: &LockOwner,
+    fenced: &FencedStore<StoreConn>,
+    kind: Kind,
+    resources: Vec<String>,
+    ttl: Duration,
+    wait: Duration,
+) -> SimRecord {
+    let invoked = ctx.at();
+    let mut record = SimRecord {
+        client: ctx.id,
+        kind,
+        resources: resources.clone(),
+        held: Vec::new(),
+        invoked,
+        wait,
+        ttl,
+        acquired: None,
+        validity_end: None,
+        releasing: None,
+        ended: invoked,
+        released_ok: false,
+        fencing: None,
+        error: None,
+        written: Vec::new(),
+        stale: 0,
+        paused: false,
+        reentered: false,
+    };
+    let lock = match kind {
+        Kind::Multi => ctx.locks.lock_all(resources.iter().map(String::as_str), ttl),
+        _ => ctx.locks.lock(&resources[0], ttl),
+    };
+    let lock = match kind {
+        Kind::Fenced => lock.fenced(),
+        Kind::Reentrant => lock.reentrant(owner),
+        Kind::Fair => lock.fair(),
+        Kind::Plain | Kind::Multi => lock,
+    };
+    let guard = match lock.wait(wait).acquire().await {
+        Ok(guard) => guard,
+        Err(e) => {
+            record.error = Some(e.to_string());
+            record.ended = ctx.at();
+            return record;
+        }
+    };
+    record.acquired = Some(ctx.at());
+    // A holder that ignores its validity believes it holds until it releases.
+    record.validity_end = (!ctx.behaviour.ignore_validity).then(|| ctx.offset(guard.valid_until()));
+    record.held = guard.resources().into_iter().map(str::to_owned).collect();
+    record.fencing = guard.fencing_token();
+    if kind == Kind::Reentrant && ctx.rng.random_ratio(1, 3) {
+        if let Ok(inner) = ctx
+            .locks
+            .lock(&resources[0], ttl)
+            .reentrant(owner)
+            .try_acquire()
+            .await
+        {
+            record.reentered = true;
+            let _ = inner.release().await;
+        }
+    }
+    for resource in &resources {
+        critical_section(ctx, fenced, &guard, &mut record, resource).await;
+    }
+    record.releasing = Some(ctx.at());
+    let released = guard.release().await;
+    record.released_ok = released.is_ok();
+    record.ended = ctx.at();
+    record
+}
+
+/// One read-modify-write of `w:{resource}` in the store, inside the hold.
+async fn critical_section(
+    ctx: &mut ClientCtx,
+    fenced: &FencedStore<StoreConn>,
+    guard: &quorlock::Guard,
+    record: &mut SimRecord,
+    resource: &str,
+) {
+    let key = format!("w:{resource}");
+    let ttl_ms = u64::try_from(record.ttl.as_millis()).unwrap_or(u64::MAX);
+    // A holder that ignores its validity also works for longer than it.
+    let longest = if ctx.behaviour.ignore_validity {
+        ttl_ms * 2
+    } else {
+        ttl_ms / 4
+    };
+    let work = Duration::from_millis(ctx.rng.random_range(0..=longest));
+    let ignore = ctx.behaviour.ignore_validity;
+    let valid = |margin: Duration| ignore || Instant::now() + margin < guard.valid_until();
+    if let Some(token) = record.fencing {
+        // Fenced: the store itself rejects a holder that paused past its validity.
+        let Ok(value) = fenced.read::<u64>(&key, token).await else {
+            record.stale += 1;
+            return;
+        };
+        if ctx.rng.random_ratio(1, 10) {
+            record.paused = true;
+            tokio::time::sleep(record.ttl * 2).await;
+        } else {
+            tokio::time::sleep(work).await;
+        }
+        match fenced.write(&key, token, value.unwrap_or(0) + 1).await {
+            Ok(()) => record.written.push(key),
+            Err(_) => record.stale += 1,
+        }
+        return;
+    }
+    if !valid(WRITE_MARGIN) {
+        return;
+    }
+    let mut conn = ctx.store.clone();
+    let Ok(value) = conn.get::<_, Option<u64>>(&key).await else {
+        return;
+    };
+    if ctx.behaviour.pause_unfenced && ctx.rng.random_ratio(1, 10) {
+        record.paused = true;
+        tokio::time::sleep(record.ttl * 2).await;
+    } else {
+        tokio::time::sleep(work).await;
+        if !valid(WRITE_MARGIN) {
+            return;
+        }
+    }
+    if conn.set::<_, _, ()>(&key, value.unwrap_or(0) + 1).await.is_ok() {
+        record.written.push(key);
+    }
+}

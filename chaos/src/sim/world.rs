@@ -1,0 +1,563 @@
+//! The simulated world: every master, the store, and the network between them and the clients,
+//! driven by one task on tokio's paused clock. Requests arrive over one channel; the world
+//! delivers each to its master after a seeded delay (never overtaking an earlier message on the
+//! same connection, as TCP), runs it on the master's own clock, and sends the reply back the same
+//! way. Faults from the plan start and heal at their instants. Nothing here reads the wall clock
+//! or an unseeded generator, so one seed gives one schedule.
+
+use std::cell::Cell;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::rc::Rc;
+
+use futures::channel::mpsc as fmpsc;
+use quorlock::seam::Message;
+use quorlock::NodeErrorKind;
+use rand::rngs::StdRng;
+use rand::RngExt;
+use redis::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::fault::{Fault, Planned};
+use super::master::SimMaster;
+use super::wire::{Conn, Endpoint, Envelope, Incoming, LeftKey, Op, Replies};
+
+/// One master's clock: `base + elapsed * (1e6 + ppm) / 1e6 + jumped`, in ms since the epoch.
+#[derive(Debug, Clone, Copy)]
+pub struct MasterClock {
+    /// The master's reading at the run start.
+    pub base: u64,
+    /// Its rate error in parts per million (in model: within the drift allowance).
+    pub ppm: i64,
+    /// Jumps so far (out of model).
+    pub jumped: u64,
+}
+
+impl MasterClock {
+    fn at(&self, elapsed_ms: u64) -> u64 {
+        let scaled = i128::from(elapsed_ms) * i128::from(1_000_000 + self.ppm) / 1_000_000;
+        self.base + u64::try_from(scaled).unwrap_or(0) + self.jumped
+    }
+}
+
+/// One simulated master and its state in the network.
+pub struct Node {
+    /// The master.
+    pub master: SimMaster,
+    /// Its clock.
+    pub clock: MasterClock,
+    /// Its data survives a crash (`appendfsync always`).
+    pub durable: bool,
+    down: bool,
+    blackholed: bool,
+    extra_ms: u64,
+    /// Subscribed channels per (client, sub connection).
+    subs: BTreeMap<(usize, u64), (fmpsc::UnboundedSender<Message>, Vec<String>)>,
+}
+
+impl Node {
+    /// A node for `master`.
+    pub fn new(master: SimMaster, clock: MasterClock, durable: bool) -> Node {
+        Node {
+            master,
+            clock,
+            durable,
+            down: false,
+            blackholed: false,
+            extra_ms: 0,
+            subs: BTreeMap::new(),
+        }
+    }
+}
+
+/// One direction-pair of a connection: when its last message in each direction arrives, and its
+/// generation (a reset bumps it, and what was sent before is lost).
+#[derive(Debug, Default, Clone, Copy)]
+struct Link {
+    gen: u64,
+    up_free: u64,
+    down_free: u64,
+    broken: bool,
+}
+
+type LinkKey = (usize, Endpoint, Conn);
+
+enum Event {
+    Arrive(Envelope, u64),
+    Return(LinkKey, u64, Delivery),
+    Start(Fault),
+    End(Fault),
+}
+
+enum Delivery {
+    Replies(oneshot::Sender<Replies>, Replies),
+    Done(
+        oneshot::Sender<Result<(), NodeErrorKind>>,
+        Result<(), NodeErrorKind>,
+    ),
+    Message(fmpsc::UnboundedSender<Message>, Message),
+}
+
+struct Queued {
+    at: u64,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// The world's counters, read at the end of a run.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WorldStats {
+    /// Commands run on lock masters.
+    pub commands: u64,
+    /// Faults started.
+    pub faults: u64,
+}
+
+/// The world: masters, store, network, faults.
+pub struct World {
+    start: Instant,
+    rng: StdRng,
+    nodes: Vec<Node>,
+    store: Node,
+    links: BTreeMap<LinkKey, Link>,
+    partitions: BTreeMap<(usize, usize), u32>,
+    /// Requests swallowed by a partition or a blackhole, dropped (the connection resets) at the heal.
+    limbo: Vec<(LinkKey, Event)>,
+    queue: BinaryHeap<Reverse<Queued>>,
+    seq: u64,
+    stats: Rc<Cell<WorldStats>>,
+}
+
+impl World {
+    /// A world of `nodes` and `store` whose faults follow `plan`, starting at `start`.
+    pub fn new(start: Instant, rng: StdRng, nodes: Vec<Node>, store: Node, plan: Vec<Planned>) -> World {
+        let mut world = World {
+            start,
+            rng,
+            nodes,
+            store,
+            links: BTreeMap::new(),
+            partitions: BTreeMap::new(),
+            limbo: Vec::new(),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            stats: Rc::default(),
+        };
+        for planned in plan {
+            world.push(planned.at_ms, Event::Start(planned.fault));
+        }
+        world
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(Instant::now().saturating_duration_since(self.start).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn push(&mut self, at: u64, event: Event) {
+        self.seq += 1;
+        self.queue.push(Reverse(Queued {
+            at,
+            seq: self.seq,
+            event,
+        }));
+    }
+
+    /// The counters, readable while the world runs.
+    pub fn stats(&self) -> Rc<Cell<WorldStats>> {
+        Rc::clone(&self.stats)
+    }
+
+    /// Runs until every sender of `incoming` is gone.
+    pub async fn run(mut self, mut incoming: mpsc::UnboundedReceiver<Incoming>) {
+        let sleep = tokio::time::sleep_until(self.start);
+        tokio::pin!(sleep);
+        loop {
+            while let Ok(msg) = incoming.try_recv() {
+                self.receive(msg);
+            }
+            let now = self.now();
+            while self.queue.peek().is_some_and(|q| q.0.at <= now) {
+                if let Some(Reverse(q)) = self.queue.pop() {
+                    self.handle(q.event);
+                }
+            }
+            let next = self.queue.peek().map(|q| q.0.at);
+            if let Some(at) = next {
+                sleep
+                    .as_mut()
+                    .reset(self.start + std::time::Duration::from_millis(at));
+            }
+            tokio::select! {
+                biased;
+                msg = incoming.recv() => match msg {
+                    Some(msg) => self.receive(msg),
+                    None => return,
+                },
+                () = &mut sleep, if next.is_some() => {}
+            }
+        }
+    }
+
+    fn receive(&mut self, msg: Incoming) {
+        match msg {
+            Incoming::Request(env) => self.send(env),
+            Incoming::CloseBatch { client, master } => {
+                self.reset_link((client, Endpoint::Master(master), Conn::Batch));
+            }
+            Incoming::HealAll => self.heal_all(),
+            Incoming::Keys(reply) => {
+                let now = self.now();
+                let mut keys = Vec::new();
+                for (i, node) in self.nodes.iter_mut().enumerate() {
+                    let clock = node.clock.at(now);
+                    for key in node.master.keys(clock) {
+                        let name = String::from_utf8_lossy(&key).into_owned();
+                        let ttl = node.master.execute(clock, &[b"PTTL", &key]).value;
+                        keys.push(LeftKey {
+                            master: i,
+                            key: name,
+                            expires: !matches!(ttl, Value::Int(-1)),
+                        });
+                    }
+                }
+                let _ = reply.send(keys);
+            }
+        }
+    }
+
+    fn delay(&mut self, endpoint: Endpoint) -> u64 {
+        let base = if self.rng.random_ratio(1, 8) {
+            self.rng.random_range(2..=6)
+        } else {
+            1
+        };
+        match endpoint {
+            Endpoint::Master(i) => base + self.nodes[i].extra_ms,
+            Endpoint::Store => 1,
+        }
+    }
+
+    /// A client sends: the request reaches its master after the link's delay, behind earlier ones.
+    fn send(&mut self, env: Envelope) {
+        let key = (env.client, env.master, env.conn);
+        let now = self.now();
+        let delay = self.delay(env.master);
+        let link = self.links.entry(key).or_default();
+        if link.broken {
+            // The client finds out on this request that the connection died; the next one reconnects.
+            link.broken = false;
+            fail(env.op);
+            return;
+        }
+        let at = (now + delay).max(link.up_free);
+        link.up_free = at;
+        let gen = link.gen;
+        self.push(at, Event::Arrive(env, gen));
+    }
+
+    fn cut(&self, client: usize, endpoint: Endpoint) -> bool {
+        match endpoint {
+            Endpoint::Master(m) => {
+                self.nodes[m].blackholed || self.partitions.get(&(client, m)).is_some_and(|n| *n > 0)
+            }
+            Endpoint::Store => false,
+        }
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Arrive(env, gen) => self.arrive(env, gen),
+            Event::Return(key, gen, delivery) => {
+                if self.links.get(&key).is_none_or(|l| l.gen != gen) {
+                    return; // the connection reset: the reply is lost, the client sees it fail
+                }
+                if self.cut(key.0, key.1) {
+                    self.limbo.push((key, Event::Return(key, gen, delivery)));
+                    return;
+                }
+                deliver(delivery);
+            }
+            Event::Start(fault) => self.start_fault(fault),
+            Event::End(fault) => self.end_fault(&fault),
+        }
+    }
+
+    fn arrive(&mut self, env: Envelope, gen: u64) {
+        let key = (env.client, env.master, env.conn);
+        if self.links.get(&key).is_none_or(|l| l.gen != gen) {
+            return; // sent on a connection that has since reset
+        }
+        if self.cut(env.client, env.master) {
+            self.limbo.push((key, Event::Arrive(env, gen)));
+            return;
+        }
+        let now = self.now();
+        let down = match env.master {
+            Endpoint::Master(m) => self.nodes[m].down,
+            Endpoint::Store => false,
+        };
+        if down {
+            // Connection refused: the client learns it at once.
+            fail(env.op);
+            return;
+        }
+        let client = env.client;
+        let conn = env.conn;
+        let node = match env.master {
+            Endpoint::Master(m) => &mut self.nodes[m],
+            Endpoint::Store => &mut self.store,
+        };
+        let clock = node.clock.at(now);
+        let mut published = Vec::new();
+        let delivery = match env.op {
+            Op::Commands {
+                cmds,
+                skip,
+                count,
+                reply,
+            } => {
+                let mut values = Vec::with_capacity(cmds.len());
+                for cmd in &cmds {
+                    let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+                    let out = node.master.execute(clock, &args);
+                    published.extend(out.published);
+                    values.push(out.value);
+                }
+                let wanted: Vec<Value> = values.into_iter().skip(skip).take(count).collect();
+                Delivery::Replies(reply, Ok(wanted))
+            }
+            Op::Open { messages, reply } => {
+                if let Conn::Sub(id) = conn {
+                    node.subs.insert((client, id), (messages, Vec::new()));
+                }
+                Delivery::Done(reply, Ok(()))
+            }
+            Op::Subscribe { channel, on, reply } => {
+                if let Conn::Sub(id) = conn {
+                    if let Some((_, channels)) = node.subs.get_mut(&(client, id)) {
+                        channels.retain(|c| *c != channel);
+                        if on {
+                            channels.push(channel);
+                        }
+                    }
+                }
+                Delivery::Done(reply, Ok(()))
+            }
+        };
+        if let Endpoint::Master(_) = env.master {
+            let mut stats = self.stats.get();
+            stats.commands += 1;
+            self.stats.set(stats);
+        }
+        let out_delay = self.delay(env.master);
+        let link = self.links.entry(key).or_default();
+        let at = (now + out_delay).max(link.down_free);
+        link.down_free = at;
+        let gen = link.gen;
+        self.push(at, Event::Return(key, gen, delivery));
+        if let Endpoint::Master(m) = env.master {
+            self.publish(m, now, published);
+        }
+    }
+
+    /// Sends each published message to the master's subscribers of its channel.
+    fn publish(&mut self, m: usize, now: u64, published: Vec<(Vec<u8>, Vec<u8>)>) {
+        for (channel, payload) in published {
+            let channel = String::from_utf8_lossy(&channel).into_owned();
+            let payload = String::from_utf8_lossy(&payload).into_owned();
+            let targets: Vec<(LinkKey, fmpsc::UnboundedSender<Message>)> = self.nodes[m]
+                .subs
+                .iter()
+                .filter(|(_, (_, chans))| chans.contains(&channel))
+                .map(|(&(client, id), (tx, _))| ((client, Endpoint::Master(m), Conn::Sub(id)), tx.clone()))
+                .collect();
+            for (key, tx) in targets {
+                let delay = self.delay(Endpoint::Master(m));
+                let link = self.links.entry(key).or_default();
+                let at = (now + delay).max(link.down_free);
+                link.down_free = at;
+                let gen = link.gen;
+                let message = Message {
+                    channel: channel.clone(),
+                    payload: payload.clone(),
+                };
+                self.push(at, Event::Return(key, gen, Delivery::Message(tx, message)));
+            }
+        }
+    }
+
+    /// Resets one connection: what is in flight on it is lost, and a pub/sub connection closes.
+    fn reset_link(&mut self, key: LinkKey) {
+        let link = self.links.entry(key).or_default();
+        link.gen += 1;
+        link.broken = matches!(key.2, Conn::Shared | Conn::Batch);
+        if let (Endpoint::Master(m), Conn::Sub(id)) = (key.1, key.2) {
+            self.nodes[m].subs.remove(&(key.0, id));
+        }
+        // Waiting requests on it get their failure now (dropped senders read as a lost connection).
+        self.limbo.retain(|(k, _)| *k != key);
+    }
+
+    fn reset_where(&mut self, pred: impl Fn(&LinkKey) -> bool) {
+        let keys: Vec<LinkKey> = self.links.keys().copied().filter(|k| pred(k)).collect();
+        for key in keys {
+            self.reset_link(key);
+        }
+        let subs: Vec<LinkKey> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(m, n)| {
+                n.subs
+                    .keys()
+                    .map(move |&(c, id)| (c, Endpoint::Master(m), Conn::Sub(id)))
+            })
+            .filter(|k| pred(k))
+            .collect();
+        for key in subs {
+            self.reset_link(key);
+        }
+    }
+
+    fn start_fault(&mut self, fault: Fault) {
+        let mut stats = self.stats.get();
+        stats.faults += 1;
+        self.stats.set(stats);
+        let now = self.now();
+        match &fault {
+            Fault::Partition { client, master, .. } => {
+                *self.partitions.entry((*client, *master)).or_default() += 1;
+            }
+            Fault::Blackhole { master, .. } => self.nodes[*master].blackholed = true,
+            Fault::Reset { client, master } => {
+                let (c, m) = (*client, Endpoint::Master(*master));
+                self.reset_where(|k| k.0 == c && k.1 == m);
+            }
+            Fault::Slow { master, extra_ms, .. } => self.nodes[*master].extra_ms += extra_ms,
+            Fault::Crash { master, .. } => {
+                self.nodes[*master].down = true;
+                let m = Endpoint::Master(*master);
+                self.reset_where(|k| k.1 == m);
+            }
+            Fault::ClockJump { master, ms } => self.nodes[*master].clock.jumped += ms,
+        }
+        let end = now + fault.duration_ms();
+        if !matches!(fault, Fault::Reset { .. } | Fault::ClockJump { .. }) {
+            self.push(end, Event::End(fault));
+        }
+    }
+
+    fn end_fault(&mut self, fault: &Fault) {
+        let now = self.now();
+        match fault {
+            Fault::Partition { client, master, .. } => {
+                let count = self.partitions.entry((*client, *master)).or_default();
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    let (c, m) = (*client, Endpoint::Master(*master));
+                    self.reset_where(|k| k.0 == c && k.1 == m);
+                }
+            }
+            Fault::Blackhole { master, .. } => {
+                if self.nodes[*master].blackholed {
+                    self.nodes[*master].blackholed = false;
+                    let m = Endpoint::Master(*master);
+                    self.reset_where(|k| k.1 == m);
+                }
+            }
+            Fault::Slow { master, extra_ms, .. } => {
+                let node = &mut self.nodes[*master];
+                node.extra_ms = node.extra_ms.saturating_sub(*extra_ms);
+            }
+            Fault::Crash { master, .. } => self.restart(*master, now),
+            Fault::Reset { .. } | Fault::ClockJump { .. } => {}
+        }
+    }
+
+    /// Restarts a crashed master: a new process, with its data only if it is durable.
+    fn restart(&mut self, m: usize, now: u64) {
+        let node = &mut self.nodes[m];
+        if !node.down {
+            return;
+        }
+        node.down = false;
+        let clock = node.clock.at(now);
+        let keep = node.durable;
+        // A restart of a simulated master fails only if its Lua state cannot be built, which
+        // would have failed at the start already.
+        let _ = node.master.restart(keep, clock);
+        let target = Endpoint::Master(m);
+        self.reset_where(|k| k.1 == target);
+    }
+
+    fn heal_all(&mut self) {
+        self.partitions.clear();
+        let now = self.now();
+        for m in 0..self.nodes.len() {
+            self.nodes[m].blackholed = false;
+            self.nodes[m].extra_ms = 0;
+            if self.nodes[m].down {
+                self.restart(m, now);
+            }
+        }
+        let keys: Vec<LinkKey> = self.limbo.iter().map(|(k, _)| *k).collect();
+        for key in keys {
+            self.reset_link(key);
+        }
+        // Pending fault ends and starts are dropped: the run is over.
+        let pending = std::mem::take(&mut self.queue);
+        for q in pending.into_vec() {
+            if !matches!(q.0.event, Event::Start(_) | Event::End(_)) {
+                self.queue.push(q);
+            }
+        }
+    }
+}
+
+fn deliver(delivery: Delivery) {
+    match delivery {
+        Delivery::Replies(tx, r) => {
+            let _ = tx.send(r);
+        }
+        Delivery::Done(tx, r) => {
+            let _ = tx.send(r);
+        }
+        Delivery::Message(tx, m) => {
+            let _ = tx.unbounded_send(m);
+        }
+    }
+}
+
+fn refused() -> NodeErrorKind {
+    NodeErrorKind::Connection("connection refused (simulated)".into())
+}
+
+/// Fails a request at once, as a refused or dead connection does.
+fn fail(op: Op) {
+    match op {
+        Op::Commands { reply, .. } => {
+            let _ = reply.send(Err(refused()));
+        }
+        Op::Open { reply, .. } | Op::Subscribe { reply, .. } => {
+            let _ = reply.send(Err(refused()));
+        }
+    }
+}

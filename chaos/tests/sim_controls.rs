@@ -1,0 +1,60 @@
+//! The simulation's negative controls: each breaks one assumption RedLock's safety rests on,
+//! and the checks must report violations within a few seeds. A control that passes would mean
+//! the simulation cannot see that failure.
+
+use std::time::Duration;
+
+use quorlock_chaos::sim::controls::Control;
+use quorlock_chaos::sim::run::{run_seed, SeedConfig};
+
+/// Seeds tried per control before the test gives up (each finds violations in its first seeds).
+const SEEDS: u64 = 10;
+
+fn caught(control: Control) -> u64 {
+    for seed in 0..SEEDS {
+        let outcome = run_seed(SeedConfig {
+            seed,
+            simulated: Duration::from_secs(20),
+            control: Some(control),
+        })
+        .expect("a run");
+        if !outcome.passed() {
+            return seed;
+        }
+    }
+    panic!("control {control} found no violation in {SEEDS} seeds");
+}
+
+#[test]
+fn a_quorum_of_one_is_caught() {
+    caught(Control::QuorumOfOne);
+}
+
+#[test]
+fn ignoring_validity_is_caught() {
+    caught(Control::IgnoreValidity);
+}
+
+#[test]
+fn a_pause_past_validity_without_fencing_is_caught() {
+    caught(Control::PauseUnfenced);
+}
+
+#[test]
+fn wiped_restarts_without_grace_are_caught() {
+    caught(Control::WipeWithoutGrace);
+}
+
+#[test]
+fn clock_jumps_beyond_the_drift_allowance_are_caught() {
+    caught(Control::ClockJump);
+}
+
+#[test]
+fn control_names_round_trip_and_unknown_ones_are_refused() {
+    for control in Control::ALL {
+        assert_eq!(control.name().parse::<Control>(), Ok(control));
+    }
+    let err = "quorum-of-two".parse::<Control>().expect_err("not a control");
+    assert!(err.to_string().contains("quorum-of-one"), "{err}");
+}
