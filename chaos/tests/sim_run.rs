@@ -38,3 +38,14 @@ fn in_model_seeds_pass_every_check() {
         assert!(outcome.acquisitions > 50, "seed {s}: {outcome:?}");
     }
 }
+
+/// Seed 1000289 found this: two clients make the first fenced acquires on fresh masters at once
+/// (the fencing counter is one per master, shared by every resource). One starts the counters; the
+/// other's repair reads them half set up, frees no master of its own, and its single attempt used
+/// to end there, refused by every master ("fencing counter missing or behind"). A repair that
+/// finds masters set up elsewhere now earns another try within the attempt.
+#[test]
+fn regression_seed_1000289_concurrent_first_fenced_acquires_on_fresh_masters() {
+    let outcome = run_seed(seed(1_000_289, 30)).expect("a run");
+    assert!(outcome.passed(), "{outcome:#?}");
+}

@@ -76,15 +76,34 @@ fn check(inner: &Inner, resource: &str, ttl: Duration) -> Result<Timing, Acquire
     Ok(inner.check_ttl(ttl)?)
 }
 
-/// One fenced acquisition, with one more try if a repair just made masters usable again.
+/// One fenced acquisition, with another try each time a repair made masters usable again.
+///
+/// Masters become usable again either by this client's repair or by another client's: when several
+/// clients make the first fenced acquire on fresh masters at once, one of them starts the counters
+/// while the others' repairs read them half set up, and each such read frees the masters already
+/// set up. Every further try needs at least one more master usable than before, so there are at
+/// most as many as there are masters.
 async fn fenced_round(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
     inner.round().check_health();
+    let n = inner.masters().len();
+    let waiting = || (0..n).filter(|i| inner.health().needs_fence_repair(*i)).count();
     let repair = || repair(inner.masters(), inner.health(), inner.names());
     repair().await;
-    match two_rounds(inner, resource, timing).await {
-        Err(err) if asked_for_repair(&err) && repair().await > 0 => two_rounds(inner, resource, timing).await,
-        other => other,
+    let mut result = two_rounds(inner, resource, timing).await;
+    for _ in 0..n {
+        match &result {
+            Err(err) if asked_for_repair(err) => {
+                let before = waiting();
+                let repaired = repair().await;
+                if repaired == 0 && waiting() >= before {
+                    break;
+                }
+                result = two_rounds(inner, resource, timing).await;
+            }
+            _ => break,
+        }
     }
+    result
 }
 
 fn asked_for_repair(err: &AcquireError) -> bool {
