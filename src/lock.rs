@@ -271,7 +271,9 @@ impl<'a> Lock<'a> {
 
     /// Asks for a read hold of a read-write lock: shared with other readers, refused while a
     /// writer holds the lock or waits for it. Not reentrant, and never upgraded to a write (see
-    /// the [`kinds`](crate::kinds) notes). A read-write lock uses its own keys.
+    /// the [`kinds`](crate::kinds) notes). A read is also refused while a plain or fenced lock on
+    /// the same resource holds (the writer's key is the plain lock's), but a plain lock does not
+    /// wait for readers: exclude readers with [`Lock::write`].
     pub fn read(mut self) -> Self {
         self.kind = Kind::Read;
         self
@@ -280,7 +282,8 @@ impl<'a> Lock<'a> {
     /// Asks for the write hold of a read-write lock: exclusive of readers and other writers. While
     /// readers hold it, the writer waits on the masters that refused it, and new readers are kept
     /// out until it has written or given up. With [`Lock::fenced`], the writer also gets a fencing
-    /// token.
+    /// token. The write hold's key is the plain lock's key on `resource`, so it also excludes a
+    /// plain or fenced lock on it, and RedLock clients of other libraries.
     pub fn write(mut self) -> Self {
         self.kind = Kind::Write;
         self

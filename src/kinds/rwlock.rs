@@ -1,7 +1,9 @@
 //! The read-write lock: any number of readers, or one writer, each decided by the usual majority.
 //!
 //! On each master the lock is three keys (`names.rs`): the writer key, holding the writer's token
-//! like a plain lock; the readers, a sorted set of reader tokens scored by their expiry on the
+//! like a plain lock (it is the plain lock's key on the resource, so a write, a plain lock and a
+//! fenced lock on one resource exclude each other, and a plain lock keeps readers out too, though
+//! it does not wait for them); the readers, a sorted set of reader tokens scored by their expiry on the
 //! master's own clock; and the waiting writers, a sorted set of waiter ids with a short expiry. The
 //! scripts apply the rules of [`crate::core::rwlock`]: a read is refused while a writer holds or
 //! waits there, a write while a writer or an unexpired reader holds there, and a write refused
@@ -9,7 +11,8 @@
 //! majorities share a master, so no reader's hold overlaps a writer's.
 //!
 //! The write hold is a plain lock on the writer key, so its extend, release and watchdog are the
-//! plain lock's; a read hold extends and releases its own entry. Every hold is an ordinary
+//! plain lock's (a fenced write, `write().fenced()`, is the fenced lock's two rounds whose first
+//! round applies the write rule: see `fenced.rs`); a read hold extends and releases its own entry. Every hold is an ordinary
 //! [`Guard`]. A writer that gives up, succeeds or is dropped takes its waiter id off every master
 //! from a task; one that crashes leaves it to lapse, which blocks new readers for at most the TTL
 //! it asked for.
