@@ -196,7 +196,8 @@ mod tests {
         assert_eq!(
             names.rwlock("r"),
             [
-                "p:quorlock:rw:r:writer",
+                // The writer key is the plain lock's key.
+                "p:r",
                 "p:quorlock:rw:r:readers",
                 "p:quorlock:rw:r:waiting"
             ]
