@@ -86,7 +86,7 @@ Examples:
   quorlock run -w 1m --ttl 10s --grace 2s cron:cleanup -c 'cleanup && vacuum'
   quorlock run -n -E 0 -q hourly -- ./hourly.sh           # cron: skip silently when busy
   quorlock run --fence ledger -c './apply-batch --fencing-token $QUORLOCK_FENCE'
-  quorlock run -s catalog -- ./export.sh                # shared: many at once, none with a writer
+  quorlock run -s catalog -- ./export.sh                  # shared: many at once, none with a writer
 
 A run takes KEY exclusively by default (flock -x; -x/--exclusive says so explicitly): it excludes
 --shared runs, other exclusive runs, `quorlock acquire KEY`, and plain or fenced locks on KEY taken
