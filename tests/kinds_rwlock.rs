@@ -277,7 +277,20 @@ async fn a_fenced_write_is_refused_while_a_reader_holds() {
                 .await
         }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Once the waiting fenced writer is on every master, new readers are kept out.
+    let mut waiting_on = 0;
+    for _ in 0..400 {
+        waiting_on = locks
+            .inspect_rwlock("report")
+            .await
+            .expect("inspect")
+            .writers_waiting();
+        if waiting_on == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(waiting_on, 3, "the fenced writer never waited on every master");
     let err = locks
         .read("report", TTL)
         .try_acquire()

@@ -131,7 +131,7 @@ async fn a_default_run_and_a_shared_run_exclude_each_other() {
     let hold = |flags: &[&str]| {
         let mut argv = vec!["run", "--ttl", "10s"];
         argv.extend_from_slice(flags);
-        let script = format!("touch '{}'; sleep 3", marker.display());
+        let script = format!("touch '{}'; sleep 5", marker.display());
         let mut argv: Vec<String> = argv.into_iter().map(str::to_owned).collect();
         argv.extend(["shared-k".to_owned(), "-c".to_owned(), script]);
         argv
