@@ -60,6 +60,8 @@ pub struct Lock<'a> {
     target: Target,
     ttl: Duration,
     kind: Kind,
+    /// Whether a fencing token was asked for ([`Lock::fenced`]), whatever the kind.
+    fenced: bool,
     wait: Option<Duration>,
     attempts: Option<u32>,
     keep_alive: KeepAlive,
@@ -77,7 +79,6 @@ enum Target {
 #[derive(Debug, Clone)]
 enum Kind {
     Plain,
-    Fenced,
     Reentrant(LockOwner),
     Fair(FairOptions),
     Semaphore(u32),
@@ -86,10 +87,13 @@ enum Kind {
 }
 
 impl Kind {
-    fn name(&self) -> &'static str {
+    /// The kind's name, `fenced` when a fencing token was asked for: `fenced` for the plain lock,
+    /// `fenced write` for the write hold.
+    fn name(&self, fenced: bool) -> &'static str {
         match self {
+            Kind::Plain if fenced => "fenced",
+            Kind::Write if fenced => "fenced write",
             Kind::Plain => "plain",
-            Kind::Fenced => "fenced",
             Kind::Reentrant(_) => "reentrant",
             Kind::Fair(_) => "fair",
             Kind::Semaphore(_) => "semaphore",
@@ -198,6 +202,7 @@ impl<'a> Lock<'a> {
             target,
             ttl,
             kind: Kind::Plain,
+            fenced: false,
             wait: None,
             attempts: None,
             keep_alive: KeepAlive::default(),
@@ -222,8 +227,13 @@ impl<'a> Lock<'a> {
     /// it with every write to the protected resource, which must reject tokens lower than the
     /// highest it has seen (as [`crate::FencedStore`] does). Tokens of successive holders of any
     /// resource on these masters strictly increase. A fenced lock is a plain lock on the wire.
+    ///
+    /// This is an option, not a kind: with [`Lock::write`] (in either order) it asks for a fenced
+    /// write, the write hold of the read-write lock with a token from the same counters. Any other
+    /// kind ([`Lock::read`], [`Lock::reentrant`], [`Lock::fair`], [`Lock::permits`], a set) with
+    /// it is refused with [`InputError::Unsupported`] before anything is sent.
     pub fn fenced(mut self) -> Self {
-        self.kind = Kind::Fenced;
+        self.fenced = true;
         self
     }
 
@@ -261,7 +271,9 @@ impl<'a> Lock<'a> {
 
     /// Asks for a read hold of a read-write lock: shared with other readers, refused while a
     /// writer holds the lock or waits for it. Not reentrant, and never upgraded to a write (see
-    /// the [`kinds`](crate::kinds) notes). A read-write lock uses its own keys.
+    /// the [`kinds`](crate::kinds) notes). A read is also refused while a plain or fenced lock on
+    /// the same resource holds (the writer's key is the plain lock's), but a plain lock does not
+    /// wait for readers: exclude readers with [`Lock::write`].
     pub fn read(mut self) -> Self {
         self.kind = Kind::Read;
         self
@@ -269,7 +281,9 @@ impl<'a> Lock<'a> {
 
     /// Asks for the write hold of a read-write lock: exclusive of readers and other writers. While
     /// readers hold it, the writer waits on the masters that refused it, and new readers are kept
-    /// out until it has written or given up.
+    /// out until it has written or given up. With [`Lock::fenced`], the writer also gets a fencing
+    /// token. The write hold's key is the plain lock's key on `resource`, so it also excludes a
+    /// plain or fenced lock on it, and RedLock clients of other libraries.
     pub fn write(mut self) -> Self {
         self.kind = Kind::Write;
         self
@@ -318,7 +332,7 @@ impl<'a> Lock<'a> {
     /// [`AcquireError::Queued`] when the deadline passed behind other tasks of this process; a
     /// non-retryable round failure (authentication, wrong key type) is returned at once. A fair
     /// lock's rounds fail with [`crate::NodeErrorKind::Queued`] while earlier waiters are ahead.
-    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.name(), attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
+    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.name(self.fenced), attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
     pub async fn acquire(self) -> Result<Guard, AcquireError> {
         let plan = self.plan()?;
         self.send(Some(plan)).await
@@ -330,7 +344,7 @@ impl<'a> Lock<'a> {
     /// [`AcquireError::NoQuorum`] (or [`AcquireError::Conflict`] for a set) when a majority did not
     /// grant it, [`AcquireError::TooSlow`] when the majority came too late,
     /// [`AcquireError::Input`] for bad arguments.
-    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.name(), attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
+    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.name(self.fenced), attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
     pub async fn try_acquire(self) -> Result<Guard, AcquireError> {
         self.send(None).await
     }
@@ -339,8 +353,8 @@ impl<'a> Lock<'a> {
     async fn send(self, plan: Option<RetryPlan>) -> Result<Guard, AcquireError> {
         let since = metrics::Stopwatch::start();
         let kind = match (&self.target, &self.kind) {
-            (Target::All(_), Kind::Plain) => "multi",
-            (_, kind) => kind.name(),
+            (Target::All(_), Kind::Plain) if !self.fenced => "multi",
+            (_, kind) => kind.name(self.fenced),
         };
         let result = self.dispatch(plan).await;
         metrics::acquisition(kind, since, &result);
@@ -350,30 +364,52 @@ impl<'a> Lock<'a> {
     /// Hands the request to its kind.
     async fn dispatch(self, plan: Option<RetryPlan>) -> Result<Guard, AcquireError> {
         let inner = &self.client.inner;
-        match (&self.target, self.kind) {
-            (Target::One(resource), Kind::Plain) => inner.acquire_plain(resource, self.ttl, plan).await,
-            (Target::One(resource), Kind::Fenced) => fenced::acquire(inner, resource, self.ttl, plan).await,
-            (Target::One(resource), Kind::Reentrant(owner)) => {
+        match (&self.target, self.kind, self.fenced) {
+            (Target::One(resource), Kind::Plain, false) => {
+                inner.acquire_plain(resource, self.ttl, plan).await
+            }
+            (Target::One(resource), Kind::Plain, true) => {
+                fenced::acquire(inner, resource, self.ttl, plan).await
+            }
+            (Target::One(resource), Kind::Write, fenced) => {
+                rwlock::acquire_write(inner, resource, self.ttl, plan, fenced).await
+            }
+            (Target::All(_), _, true) => Err(InputError::Unsupported {
+                what: "a fenced lock on a set of resources (fence each resource with its own lock)"
+                    .to_owned(),
+            }
+            .into()),
+            (Target::One(_), kind, true) => Err(unsupported_fencing(&kind).into()),
+            (Target::One(resource), Kind::Reentrant(owner), false) => {
                 tracing::Span::current().record("owner", owner.as_str());
                 reentrant::acquire(inner, resource, &owner, self.ttl, plan).await
             }
-            (Target::One(resource), Kind::Fair(options)) => {
+            (Target::One(resource), Kind::Fair(options), false) => {
                 fair::acquire(inner, resource, self.ttl, options, plan).await
             }
-            (Target::One(resource), Kind::Semaphore(permits)) => {
+            (Target::One(resource), Kind::Semaphore(permits), false) => {
                 semaphore::acquire(inner, resource, permits, self.ttl, plan).await
             }
-            (Target::One(resource), Kind::Read) => {
+            (Target::One(resource), Kind::Read, false) => {
                 rwlock::acquire_read(inner, resource, self.ttl, plan).await
             }
-            (Target::One(resource), Kind::Write) => {
-                rwlock::acquire_write(inner, resource, self.ttl, plan).await
-            }
-            (Target::All(all), Kind::Plain) => multi::acquire(inner, all, self.ttl, plan).await,
-            (Target::All(_), kind) => Err(InputError::Unsupported {
-                what: format!("a {} lock on a set of resources", kind.name()),
+            (Target::All(all), Kind::Plain, false) => multi::acquire(inner, all, self.ttl, plan).await,
+            (Target::All(_), kind, false) => Err(InputError::Unsupported {
+                what: format!("a {} lock on a set of resources", kind.name(false)),
             }
             .into()),
         }
     }
+}
+
+/// Why `fenced()` does not go with `kind` on one resource (anything but a plain lock or a write).
+fn unsupported_fencing(kind: &Kind) -> InputError {
+    let what = match kind {
+        Kind::Read => "a fenced read hold (readers do not write to the resource, so a fencing token has nothing to guard; fence the writers with write().fenced())".to_owned(),
+        kind => format!(
+            "a fenced {} lock (only a plain lock or a write hold takes a fencing token)",
+            kind.name(false)
+        ),
+    };
+    InputError::Unsupported { what }
 }

@@ -65,6 +65,8 @@ pub(crate) const RW_READ_RELEASE_SCRIPT: &str = include_str!("scripts/rw_read_re
 pub(crate) const RW_READ_EXTEND_SCRIPT: &str = include_str!("scripts/rw_read_extend.lua");
 /// A write lock's acquire: the writer key unless a writer or readers hold; waits behind readers.
 pub(crate) const RW_WRITE_SCRIPT: &str = include_str!("scripts/rw_write.lua");
+/// A fenced write's first round: the write rule and the fencing counter's draw, in one script.
+pub(crate) const RW_WRITE_FENCED_SCRIPT: &str = include_str!("scripts/rw_write_fenced.lua");
 /// A read-write lock's readers and waiting writers, read only.
 pub(crate) const RW_INSPECT_SCRIPT: &str = include_str!("scripts/rw_inspect.lua");
 /// A waiting writer giving up.

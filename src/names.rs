@@ -28,8 +28,6 @@ pub const SEMAPHORE_TAG: &str = "quorlock:semaphore:";
 pub const SLOT_INFIX: &str = ":slot:";
 /// Put between the key prefix and the resource name to form a read-write lock's keys.
 pub const RWLOCK_TAG: &str = "quorlock:rw:";
-/// Appended to a read-write lock's tagged name to form its writer key (a plain lock's token).
-pub const RW_WRITER_SUFFIX: &str = ":writer";
 /// Appended to a read-write lock's tagged name to form its readers (a sorted set by expiry).
 pub const RW_READERS_SUFFIX: &str = ":readers";
 /// Appended to a read-write lock's tagged name to form its waiting writers (a sorted set by expiry).
@@ -96,9 +94,18 @@ impl Names {
     }
 
     /// A read-write lock's keys on `resource`: the writer, the readers, the waiting writers.
+    ///
+    /// The writer key is the plain lock's key on `resource`: the write hold, the plain lock and
+    /// the fenced lock on one resource are one exclusive hold on the wire (each refuses while
+    /// another holds), and readers are refused while any of them holds. Only the readers and the
+    /// waiting writers have keys of their own.
     pub(crate) fn rwlock(&self, resource: &str) -> [String; 3] {
         let base = self.tagged(RWLOCK_TAG, resource);
-        [RW_WRITER_SUFFIX, RW_READERS_SUFFIX, RW_WAITING_SUFFIX].map(|suffix| format!("{base}{suffix}"))
+        [
+            self.key(resource),
+            format!("{base}{RW_READERS_SUFFIX}"),
+            format!("{base}{RW_WAITING_SUFFIX}"),
+        ]
     }
 
     /// The fencing counter key on every master.
@@ -189,7 +196,8 @@ mod tests {
         assert_eq!(
             names.rwlock("r"),
             [
-                "p:quorlock:rw:r:writer",
+                // The writer key is the plain lock's key.
+                "p:r",
                 "p:quorlock:rw:r:readers",
                 "p:quorlock:rw:r:waiting"
             ]

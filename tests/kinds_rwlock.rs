@@ -181,3 +181,160 @@ async fn work_under_a_read_hold_is_kept_alive_past_its_ttl() {
         .expect("the work ran under the read hold");
     assert!(out, "a writer got in under a kept-alive read");
 }
+
+#[tokio::test]
+async fn successive_fenced_writers_get_strictly_increasing_tokens() {
+    let c = cluster(3).await;
+    let a = locks(&c).await;
+    let b = locks(&c).await;
+    let mut last = 0;
+    for round in 0..4 {
+        // Alternate clients, and put a fenced plain lock of another resource between writers:
+        // the writers draw from the same counters.
+        let writer = if round % 2 == 0 { &a } else { &b };
+        let w = writer
+            .write("ledger", TTL)
+            .fenced()
+            .try_acquire()
+            .await
+            .expect("a fenced writer on a free lock");
+        assert_eq!(w.is_read(), Some(false));
+        let token = w.fencing_token().expect("a fenced write carries a token");
+        assert!(token > last, "round {round}: {token} after {last}");
+        // The fenced write is the write hold: no other writer, fenced or not, and no reader.
+        let err = b
+            .write("ledger", TTL)
+            .try_acquire()
+            .await
+            .expect_err("a writer holds it");
+        assert!(err.is_contended(), "{err}");
+        let err = a
+            .write("ledger", TTL)
+            .fenced()
+            .try_acquire()
+            .await
+            .expect_err("a writer holds it");
+        assert!(err.is_contended(), "{err}");
+        let err = b
+            .read("ledger", TTL)
+            .try_acquire()
+            .await
+            .expect_err("a writer holds it");
+        assert!(err.is_contended(), "{err}");
+        w.extend(TTL).await.expect("a fenced write extends");
+        w.release().await.expect("release");
+        let other = a
+            .lock("other", TTL)
+            .fenced()
+            .try_acquire()
+            .await
+            .expect("a fenced lock");
+        let between = other.fencing_token().expect("token");
+        assert!(
+            between > token,
+            "a fenced lock after a fenced write: {between} after {token}"
+        );
+        other.release().await.expect("release");
+        last = between;
+    }
+    // A plain write on the same lock is free again once the fenced one is released.
+    let w = b.write("ledger", TTL).try_acquire().await.expect("released");
+    assert_eq!(w.fencing_token(), None);
+    w.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_fenced_write_is_refused_while_a_reader_holds() {
+    let c = cluster(3).await;
+    let locks = locks(&c).await;
+    let writer = builder(&c).build().await.expect("build");
+    let r = locks.read("report", TTL).try_acquire().await.expect("reader");
+    let err = writer
+        .write("report", TTL)
+        .fenced()
+        .wait(Duration::from_millis(300))
+        .acquire()
+        .await
+        .expect_err("a reader holds it");
+    assert!(err.is_timeout() || err.is_contended(), "{err}");
+    // The reader keeps its hold; the writer that gave up left, so readers are let in again.
+    r.extend(TTL).await.expect("the reader still holds");
+    writer.settle().await;
+    let r2 = locks
+        .read("report", TTL)
+        .try_acquire()
+        .await
+        .expect("no writer waits any more");
+    // Once the readers are gone, the fenced writer gets in, with a token.
+    let waiting = tokio::spawn({
+        let writer = writer.clone();
+        async move {
+            writer
+                .write("report", TTL)
+                .fenced()
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+        }
+    });
+    // Once the waiting fenced writer is on every master, new readers are kept out.
+    let mut waiting_on = 0;
+    for _ in 0..400 {
+        waiting_on = locks
+            .inspect_rwlock("report")
+            .await
+            .expect("inspect")
+            .writers_waiting();
+        if waiting_on == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(waiting_on, 3, "the fenced writer never waited on every master");
+    let err = locks
+        .read("report", TTL)
+        .try_acquire()
+        .await
+        .expect_err("a fenced writer waits: new readers are kept out");
+    assert!(err.is_contended(), "{err}");
+    r.release().await.expect("release");
+    r2.release().await.expect("release");
+    let w = waiting
+        .await
+        .expect("task")
+        .expect("the writer after the readers");
+    assert!(w.fencing_token().is_some());
+    w.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn fencing_is_refused_where_it_makes_no_sense() {
+    let c = cluster(3).await;
+    let locks = locks(&c).await;
+    let owner = quorlock::LockOwner::new();
+    let cases = [
+        ("read", locks.read("x", TTL).fenced()),
+        ("read, fenced first", locks.lock("x", TTL).fenced().read()),
+        ("reentrant", locks.lock("x", TTL).fenced().reentrant(&owner)),
+        ("fair", locks.lock("x", TTL).fair().fenced()),
+        ("semaphore", locks.semaphore("x", 2, TTL).fenced()),
+        ("set", locks.lock_all(["x", "y"], TTL).fenced()),
+        ("set of writes", locks.lock_all(["x", "y"], TTL).write().fenced()),
+    ];
+    for (what, request) in cases {
+        let err = request.try_acquire().await.expect_err(what);
+        assert!(
+            matches!(
+                err,
+                quorlock::AcquireError::Input(quorlock::InputError::Unsupported { .. })
+            ),
+            "{what}: {err:?}"
+        );
+        assert!(err.to_string().contains("fenced"), "{what}: {err}");
+    }
+    // Nothing was taken: a plain writer and a plain lock get in at once.
+    let w = locks.write("x", TTL).try_acquire().await.expect("free");
+    w.release().await.expect("release");
+    let g = locks.try_acquire("x", TTL).await.expect("free");
+    g.release().await.expect("release");
+}

@@ -86,6 +86,12 @@ Examples:
   quorlock run -w 1m --ttl 10s --grace 2s cron:cleanup -c 'cleanup && vacuum'
   quorlock run -n -E 0 -q hourly -- ./hourly.sh           # cron: skip silently when busy
   quorlock run --fence ledger -c './apply-batch --fencing-token $QUORLOCK_FENCE'
+  quorlock run -s catalog -- ./export.sh                  # shared: many at once, none with a writer
+
+A run takes KEY exclusively by default (flock -x; -x/--exclusive says so explicitly): it excludes
+--shared runs, other exclusive runs, `quorlock acquire KEY`, and plain or fenced locks on KEY taken
+by the library or by another RedLock client. While --shared runs hold KEY it waits, and keeps new
+ones out. A --shared run (flock -s) is refused while KEY is held exclusively or by a plain lock.
 
 ",
     secrets!()
@@ -249,14 +255,18 @@ pub struct RunArgs {
     #[arg(long, value_name = "P", conflicts_with_all = ["shared", "exclusive", "fence"], value_parser = clap::value_parser!(u32).range(1..=i64::from(quorlock::kinds::MAX_PERMITS)))]
     pub permits: Option<u32>,
 
-    /// Take a read hold of the read-write lock KEY, shared with other --shared runs (flock -s)
+    /// Take a read hold of the read-write lock KEY, shared with other --shared runs (flock -s);
+    /// refused while an exclusive run or a plain lock holds KEY, or an exclusive run waits for it
     #[arg(short = 's', long, conflicts_with_all = ["exclusive", "fence"])]
     pub shared: bool,
 
-    /// Take the write hold of the read-write lock KEY, exclusive of --shared runs and of other
-    /// --exclusive runs; a writer waiting keeps new readers out (flock -x). Without --shared or
-    /// --exclusive, run takes the plain lock, which excludes other plain runs but not readers
-    #[arg(short = 'x', long, conflicts_with = "fence")]
+    /// Take KEY exclusively (flock -x): the default, so this flag only says it out loud
+    ///
+    /// An exclusive run takes the write hold of the read-write lock KEY, whose key is the plain
+    /// lock's: it excludes --shared runs, other exclusive runs, `quorlock acquire KEY`, and plain
+    /// or fenced locks on KEY taken by the library or another RedLock client. While readers hold
+    /// KEY it waits, and keeps new readers out. With --fence it also takes a fencing token.
+    #[arg(short = 'x', long)]
     pub exclusive: bool,
 
     /// Time the command gets to exit after SIGTERM before it is killed
@@ -273,14 +283,14 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// What to take on the key: a permit, a read or write hold, or the plain lock.
+    /// What to take on the key: a permit, a read hold, or (the default, or `--exclusive`) the
+    /// write hold, fenced with `--fence`.
     pub fn hold(&self) -> crate::connect::Hold {
         use crate::connect::Hold;
-        match (self.permits, self.shared, self.exclusive) {
-            (Some(permits), _, _) => Hold::Permit(permits),
-            (None, true, _) => Hold::Shared,
-            (None, false, true) => Hold::Exclusive,
-            (None, false, false) => Hold::Lock {
+        match (self.permits, self.shared) {
+            (Some(permits), _) => Hold::Permit(permits),
+            (None, true) => Hold::Shared,
+            (None, false) => Hold::Exclusive {
                 fence: self.lock.fence,
             },
         }

@@ -157,17 +157,16 @@ pub async fn take(
 /// What `quorlock run` takes on its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hold {
-    /// The plain lock (with a fencing token when asked).
-    Lock {
-        /// Whether to take a fencing token.
-        fence: bool,
-    },
     /// One of this many permits of a semaphore.
     Permit(u32),
     /// A read hold of a read-write lock.
     Shared,
-    /// The write hold of a read-write lock.
-    Exclusive,
+    /// The write hold of a read-write lock (with a fencing token when asked): exclusive of
+    /// readers, other writers and the plain lock on the same key.
+    Exclusive {
+        /// Whether to take a fencing token.
+        fence: bool,
+    },
 }
 
 /// Takes `hold` on `resource` for `ttl`, waiting as the client is configured to.
@@ -181,10 +180,10 @@ pub async fn take_hold(
     hold: Hold,
 ) -> Result<Guard, AcquireError> {
     match hold {
-        Hold::Lock { fence } => take(locks, resource, ttl, fence).await,
         Hold::Permit(permits) => locks.acquire_permit(resource, permits, ttl).await,
         Hold::Shared => locks.acquire_read(resource, ttl).await,
-        Hold::Exclusive => locks.acquire_write(resource, ttl).await,
+        Hold::Exclusive { fence: false } => locks.acquire_write(resource, ttl).await,
+        Hold::Exclusive { fence: true } => locks.write(resource, ttl).fenced().acquire().await,
     }
 }
 

@@ -5,8 +5,8 @@
 //!    elsewhere; a stop signal aborts the wait), with the status line on a terminal;
 //! 2. start the command with `QUORLOCK_KEY`, `QUORLOCK_TOKEN` and `QUORLOCK_VALIDITY_MS` (and
 //!    `QUORLOCK_FENCE`, the fencing token, with `--fence`; `QUORLOCK_PERMIT`, the slot, with
-//!    `--permits P`); `--shared` and `--exclusive` take the read or the write hold of a read-write
-//!    lock instead of the plain lock;
+//!    `--permits P`); by default (or with `--exclusive`) the write hold of the read-write lock on
+//!    the key, whose key is the plain lock's, fenced with `--fence`; with `--shared`, a read hold;
 //! 3. while it runs, the watchdog keeps the lock alive; if the lock is lost anyway, SIGTERM the command's process
 //!    group, SIGKILL it after `--grace`, and exit 76;
 //! 4. forward SIGINT / SIGTERM / SIGHUP to the command (SIGKILL after `--grace`); after such a stop,

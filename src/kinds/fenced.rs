@@ -34,13 +34,15 @@ use tracing::{debug, info, warn, Span};
 use crate::client::{Guard, Inner};
 use crate::core::fencing::{fencing_token, AcquireReply};
 use crate::core::round::round_error;
+use crate::core::rwlock::fenced_write_reply;
 use crate::core::{Decision, RetryPlan, Tally, Timing, Vote};
 use crate::error::{AcquireError, NodeErrorKind};
 use crate::fanout::Fanout;
 use crate::fence::repair;
+use crate::kinds::rwlock::write_ops;
 use crate::link::Link;
-use crate::lua::{Found, FENCE_ACQUIRE_SCRIPT, FENCE_COMMIT_SCRIPT};
-use crate::names::ttl_millis;
+use crate::lua::{Found, FENCE_ACQUIRE_SCRIPT, FENCE_COMMIT_SCRIPT, RW_WRITE_FENCED_SCRIPT};
+use crate::names::{ttl_millis, Names};
 use crate::ops::{LockOps, PlainLock};
 use crate::release::ReleaseOnDrop;
 
@@ -57,16 +59,112 @@ pub(crate) async fn acquire(
         Some(plan) => {
             inner
                 .retrying_woken(resource, plan, vec![inner.names().key(resource)], || {
-                    fenced_round(inner, resource, timing)
+                    fenced_round(inner, resource, timing, &Claim::Plain)
                 })
                 .await?
         }
-        None => fenced_round(inner, resource, timing).await?,
+        None => fenced_round(inner, resource, timing, &Claim::Plain).await?,
     };
+    record_token(&guard);
+    Ok(guard)
+}
+
+/// Records a guard's fencing token on the current span.
+pub(crate) fn record_token(guard: &Guard) {
     if let Some(token) = guard.fencing_token() {
         Span::current().record("token", token);
     }
-    Ok(guard)
+}
+
+/// What the first round takes on each master while it draws the counter.
+#[derive(Debug)]
+pub(crate) enum Claim<'a> {
+    /// The plain lock's key, by `SET NX`: the fenced lock.
+    Plain,
+    /// The writer key of a read-write lock, under the write rule (refused while a writer or an
+    /// unexpired reader holds there; refused because of readers, `waiter` waits there for
+    /// `wait_ms`): the fenced write.
+    Write {
+        /// The writer, the readers and the waiting writers.
+        keys: [&'a str; 3],
+        /// The writer's waiter id, one for every round of its acquire.
+        waiter: &'a str,
+        /// How long a writer refused because of readers waits on that master.
+        wait_ms: u64,
+    },
+}
+
+impl Claim<'_> {
+    /// The key whose token the commit checks and the guard holds.
+    fn key(&self, inner: &Inner, resource: &str) -> Arc<str> {
+        match self {
+            Claim::Plain => inner.names().shared_key(resource),
+            Claim::Write {
+                keys: [writer, ..], ..
+            } => Arc::from(*writer),
+        }
+    }
+
+    /// How the hold is extended and released: as a plain lock on `key`, or as a write hold.
+    fn ops(&self, key: &Arc<str>, token: &Arc<str>) -> Arc<dyn LockOps> {
+        match self {
+            Claim::Plain => Arc::new(PlainLock::sharing(key, token)),
+            Claim::Write { .. } => write_ops(key, token),
+        }
+    }
+
+    /// The first round's script on one master, and how its answer reads.
+    fn command(
+        &self,
+        names: &Names,
+        key: &str,
+        token: &str,
+        ttl_ms: u64,
+        floor: u64,
+        run_id: &str,
+    ) -> redis::Cmd {
+        let (counter, epoch) = (names.fence_counter(), names.fence_epoch());
+        let mut cmd = redis::cmd("EVAL");
+        match self {
+            Claim::Plain => {
+                cmd.arg(FENCE_ACQUIRE_SCRIPT)
+                    .arg(3)
+                    .arg(key)
+                    .arg(&counter)
+                    .arg(&epoch)
+                    .arg(token)
+                    .arg(ttl_ms)
+                    .arg(floor)
+                    .arg(run_id);
+            }
+            Claim::Write {
+                keys,
+                waiter,
+                wait_ms,
+            } => {
+                cmd.arg(RW_WRITE_FENCED_SCRIPT)
+                    .arg(5)
+                    .arg(&keys[..])
+                    .arg(&counter)
+                    .arg(&epoch)
+                    .arg(token)
+                    .arg(ttl_ms)
+                    .arg(*waiter)
+                    .arg(*wait_ms)
+                    .arg(floor)
+                    .arg(run_id);
+            }
+        }
+        cmd
+    }
+
+    /// Reads the first round's integer answer.
+    fn reply(&self, code: i64) -> Option<AcquireReply> {
+        match self {
+            Claim::Plain => AcquireReply::from_reply(code),
+            Claim::Write { .. } => fenced_write_reply(code),
+        }
+    }
 }
 
 fn check(inner: &Inner, resource: &str, ttl: Duration) -> Result<Timing, AcquireError> {
@@ -76,20 +174,26 @@ fn check(inner: &Inner, resource: &str, ttl: Duration) -> Result<Timing, Acquire
     Ok(inner.check_ttl(ttl)?)
 }
 
-/// One fenced acquisition, with another try each time a repair made masters usable again.
+/// One fenced acquisition of `claim`, with another try each time a repair made masters usable
+/// again.
 ///
 /// Masters become usable again either by this client's repair or by another client's: when several
 /// clients make the first fenced acquire on fresh masters at once, one of them starts the counters
 /// while the others' repairs read them half set up, and each such read frees the masters already
 /// set up. Every further try needs at least one more master usable than before, so there are at
 /// most as many as there are masters.
-async fn fenced_round(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
+pub(crate) async fn fenced_round(
+    inner: &Arc<Inner>,
+    resource: &str,
+    timing: Timing,
+    claim: &Claim<'_>,
+) -> Result<Guard, AcquireError> {
     inner.round().check_health();
     let n = inner.masters().len();
     let waiting = || (0..n).filter(|i| inner.health().needs_fence_repair(*i)).count();
     let repair = || repair(inner.masters(), inner.health(), inner.names());
     repair().await;
-    let mut result = two_rounds(inner, resource, timing).await;
+    let mut result = two_rounds(inner, resource, timing, claim).await;
     for _ in 0..n {
         match &result {
             Err(err) if asked_for_repair(err) => {
@@ -98,7 +202,7 @@ async fn fenced_round(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Res
                 if repaired == 0 && waiting() >= before {
                     break;
                 }
-                result = two_rounds(inner, resource, timing).await;
+                result = two_rounds(inner, resource, timing, claim).await;
             }
             _ => break,
         }
@@ -116,6 +220,7 @@ fn asked_for_repair(err: &AcquireError) -> bool {
 async fn acquire_on(
     inner: &Inner,
     node: &Link,
+    claim: &Claim<'_>,
     key: &str,
     token: &str,
     ttl_ms: u64,
@@ -131,18 +236,17 @@ async fn acquire_on(
     let Some(run_id) = health.verified_run_id(node) else {
         return Err(NodeErrorKind::Unverified);
     };
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(FENCE_ACQUIRE_SCRIPT)
-        .arg(3)
-        .arg(key)
-        .arg(inner.names().fence_counter())
-        .arg(inner.names().fence_epoch())
-        .arg(token)
-        .arg(ttl_ms)
-        .arg(health.fence_floor(index))
-        .arg(run_id);
+    let cmd = claim.command(
+        inner.names(),
+        key,
+        token,
+        ttl_ms,
+        health.fence_floor(index),
+        &run_id,
+    );
     let reply = match node.query(Arc::new(cmd)).await? {
-        Value::Int(n) => AcquireReply::from_reply(n)
+        Value::Int(n) => claim
+            .reply(n)
             .ok_or_else(|| NodeErrorKind::Protocol(format!("fenced acquire returned {n}").into()))?,
         other => {
             return Err(NodeErrorKind::Protocol(
@@ -214,15 +318,21 @@ async fn commit_on(
 }
 
 /// Both rounds of one fenced acquisition; on any failure the key is released on every master.
-async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Result<Guard, AcquireError> {
-    let key = inner.names().shared_key(resource);
+async fn two_rounds(
+    inner: &Arc<Inner>,
+    resource: &str,
+    timing: Timing,
+    claim: &Claim<'_>,
+) -> Result<Guard, AcquireError> {
+    let key = claim.key(inner, resource);
     let counter = inner.names().fence_counter();
     let token = inner.entropy().token()?;
     let ttl_ms = ttl_millis(timing.ttl());
     let round = inner.round();
     let n = round.masters.len();
-    // The fenced lock is a plain lock on the wire: extend and release are the plain commands.
-    let ops: Arc<dyn LockOps> = Arc::new(PlainLock::sharing(&key, &token));
+    // The fenced lock is a plain lock on the wire, the fenced write a write hold: extend and
+    // release are theirs.
+    let ops = claim.ops(&key, &token);
     let mut cleanup = ReleaseOnDrop::new(round.release(), Arc::clone(&ops));
     let started = Instant::now();
 
@@ -238,7 +348,7 @@ async fn two_rounds(inner: &Arc<Inner>, resource: &str, timing: Timing) -> Resul
             let (key, token, counters) = (&key, &token, &counters);
             (
                 node.index(),
-                Box::pin(acquire_on(inner, node, key, token, ttl_ms, counters)),
+                Box::pin(acquire_on(inner, node, claim, key, token, ttl_ms, counters)),
             )
         })
         .collect();

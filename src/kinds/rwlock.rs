@@ -1,7 +1,9 @@
 //! The read-write lock: any number of readers, or one writer, each decided by the usual majority.
 //!
 //! On each master the lock is three keys (`names.rs`): the writer key, holding the writer's token
-//! like a plain lock; the readers, a sorted set of reader tokens scored by their expiry on the
+//! like a plain lock (it is the plain lock's key on the resource, so a write, a plain lock and a
+//! fenced lock on one resource exclude each other, and a plain lock keeps readers out too, though
+//! it does not wait for them); the readers, a sorted set of reader tokens scored by their expiry on the
 //! master's own clock; and the waiting writers, a sorted set of waiter ids with a short expiry. The
 //! scripts apply the rules of [`crate::core::rwlock`]: a read is refused while a writer holds or
 //! waits there, a write while a writer or an unexpired reader holds there, and a write refused
@@ -9,7 +11,8 @@
 //! majorities share a master, so no reader's hold overlaps a writer's.
 //!
 //! The write hold is a plain lock on the writer key, so its extend, release and watchdog are the
-//! plain lock's; a read hold extends and releases its own entry. Every hold is an ordinary
+//! plain lock's (a fenced write, `write().fenced()`, is the fenced lock's two rounds whose first
+//! round applies the write rule: see `fenced.rs`); a read hold extends and releases its own entry. Every hold is an ordinary
 //! [`Guard`]. A writer that gives up, succeeds or is dropped takes its waiter id off every master
 //! from a task; one that crashes leaves it to lapse, which blocks new readers for at most the TTL
 //! it asked for.
@@ -31,6 +34,7 @@ use crate::client::{Guard, Inner};
 use crate::core::rwlock::RwReply;
 use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, NodeErrorKind};
+use crate::kinds::fenced::{self, Claim};
 use crate::link::{Call, Masters};
 use crate::lua::{
     eval, int_reply, Found, RW_LEAVE_SCRIPT, RW_READ_EXTEND_SCRIPT, RW_READ_RELEASE_SCRIPT, RW_READ_SCRIPT,
@@ -124,6 +128,12 @@ impl LockOps for WriteHold {
     }
 }
 
+/// How a write hold on the writer key `key` with `token` is extended and released (the fenced
+/// write's too).
+pub(crate) fn write_ops(key: &Arc<str>, token: &Arc<str>) -> Arc<dyn LockOps> {
+    Arc::new(WriteHold(PlainLock::sharing(key, token)))
+}
+
 /// Reads a read or write script's answer as a vote.
 fn vote(reply: Result<redis::Value, NodeErrorKind>, what: &str) -> Result<(), NodeErrorKind> {
     let code = int_reply(reply?, what)?;
@@ -187,11 +197,16 @@ async fn read_round(
 /// Acquires the write hold of `resource`: retrying within `plan` (woken by a writer's release or
 /// the last reader's), or one round when `plan` is `None`. While readers refuse it, this writer
 /// waits on those masters and keeps new readers out; it leaves when the call ends, however it ends.
+///
+/// With `fenced`, each round is a fenced acquisition (`fenced.rs`) whose first round applies the
+/// write rule and draws the fencing counter in one script per master: the guard carries a
+/// fencing token, larger than every earlier writer's and every earlier fenced lock's.
 pub(crate) async fn acquire_write(
     inner: &Arc<Inner>,
     resource: &str,
     ttl: Duration,
     plan: Option<RetryPlan>,
+    fenced: bool,
 ) -> Result<Guard, AcquireError> {
     let timing = inner.check(resource, ttl)?;
     let keys = Keys::new(inner, resource);
@@ -204,15 +219,39 @@ pub(crate) async fn acquire_write(
     // Leaves on every path out of this call, a dropped future included.
     let waiter = LeaveOnDrop(waiter);
     let w = &waiter.0;
-    match plan {
+    let round = || async move {
+        if fenced {
+            fenced_write_round(inner, resource, w, timing).await
+        } else {
+            write_round(inner, resource, w, timing).await
+        }
+    };
+    let guard = match plan {
         Some(plan) => {
             let wake = vec![keys.writer.clone(), keys.readers.clone()];
-            inner
-                .retrying_woken(resource, plan, wake, || write_round(inner, resource, w, timing))
-                .await
+            inner.retrying_woken(resource, plan, wake, round).await?
         }
-        None => write_round(inner, resource, w, timing).await,
-    }
+        None => round().await?,
+    };
+    fenced::record_token(&guard);
+    Ok(guard)
+}
+
+/// One fenced acquisition of the write hold (both rounds).
+async fn fenced_write_round(
+    inner: &Arc<Inner>,
+    resource: &str,
+    waiter: &Waiter,
+    timing: Timing,
+) -> Result<Guard, AcquireError> {
+    let keys = &waiter.keys;
+    let claim = Claim::Write {
+        keys: keys.all(),
+        waiter: &waiter.id,
+        // As a plain write: a refused writer waits for as long as it asked to hold the lock.
+        wait_ms: ttl_millis(timing.ttl()),
+    };
+    fenced::fenced_round(inner, resource, timing, &claim).await
 }
 
 async fn write_round(

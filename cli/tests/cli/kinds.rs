@@ -122,3 +122,85 @@ async fn status_shows_permits_held_and_free() {
     assert!(table.contains(held.token()), "{table}");
     held.release().await.expect("release");
 }
+
+#[tokio::test]
+async fn a_default_run_and_a_shared_run_exclude_each_other() {
+    let c = cluster(3).await;
+    let dir = temp_dir("rw-default");
+    let marker = dir.join("held");
+    let hold = |flags: &[&str]| {
+        let mut argv = vec!["run", "--ttl", "10s"];
+        argv.extend_from_slice(flags);
+        let script = format!("touch '{}'; sleep 5", marker.display());
+        let mut argv: Vec<String> = argv.into_iter().map(str::to_owned).collect();
+        argv.extend(["shared-k".to_owned(), "-c".to_owned(), script]);
+        argv
+    };
+    for (holder, other, what) in [
+        (
+            &["-s"][..],
+            &[][..],
+            "a shared run holds: the default run must wait",
+        ),
+        (
+            &[][..],
+            &["-s"][..],
+            "a default run holds: a shared run must wait",
+        ),
+        (
+            &[][..],
+            &[][..],
+            "a default run holds: another default run must wait",
+        ),
+        (
+            &["-s"][..],
+            &["-x"][..],
+            "a shared run holds: an explicit -x run must wait",
+        ),
+    ] {
+        let _ = std::fs::remove_file(&marker);
+        let argv = hold(holder);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let running = quorlock(&c, &argv).spawn().expect("spawn the holder");
+        for _ in 0..200 {
+            if marker.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(marker.exists(), "the holder never ran ({what})");
+        let mut argv = vec!["run", "-n", "-E", "9"];
+        argv.extend_from_slice(other);
+        argv.extend(["shared-k", "-c", "true"]);
+        let out = output(quorlock(&c, &argv)).await;
+        assert_eq!(code(&out), 9, "{what}: {}", stderr(&out));
+        let out = finish(running).await;
+        assert_eq!(code(&out), 0, "{what}: the holder: {}", stderr(&out));
+    }
+    // The default run also excludes a plain lock on the key, taken by the library.
+    let plain = locks(&c)
+        .await
+        .try_acquire("shared-k", Duration::from_secs(10))
+        .await
+        .expect("free again");
+    let out = output(quorlock(&c, &["run", "-n", "shared-k", "-c", "true"])).await;
+    assert_eq!(code(&out), 75, "a plain lock holds it: {}", stderr(&out));
+    let out = output(quorlock(&c, &["run", "-n", "-s", "shared-k", "-c", "true"])).await;
+    assert_eq!(code(&out), 75, "a plain lock holds it: {}", stderr(&out));
+    plain.release().await.expect("release");
+    // With --fence, the default run is a fenced write.
+    let out = output(quorlock(
+        &c,
+        &[
+            "run",
+            "-n",
+            "--fence",
+            "shared-k",
+            "-c",
+            "test -n \"$QUORLOCK_FENCE\"",
+        ],
+    ))
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}

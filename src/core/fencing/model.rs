@@ -6,6 +6,11 @@
 //! of successive holders strictly increase. Its negative controls show that it catches each flaw
 //! the protocol guards against: a commit that skips the key check, no commit round at all, a repair
 //! that skips the grace, and a lost increment unseen by a fresh client.
+//!
+//! The key may be a read-write lock's writer key (a fenced write): readers then come and go on each
+//! master at any moment, and round 1 is refused on a master where they hold (`rw_write_fenced.lua`:
+//! the write rule and the draw in one step). Readers only remove grants, so the same properties
+//! must hold with them in the interleaving.
 
 use super::*;
 use proptest::prelude::*;
@@ -35,6 +40,11 @@ enum Op {
     /// A master restarts having lost its last writes (`appendfsync everysec`): its counter is
     /// set back by up to the given amount, its keys are gone, its epoch is stale.
     Lose(usize, u64),
+    /// Readers join a master (a read is refused while the writer key is there; readers hold no
+    /// key and draw no counter).
+    Read(usize),
+    /// The readers of a master release or expire.
+    Unread(usize),
     /// A client repairs a master that lost its counter or has a stale epoch (only once the
     /// grace has passed, unless it lost nothing), without hearing from a second master (slow or
     /// down during the read).
@@ -58,6 +68,15 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The steps of fenced writes: the same, with readers coming and going on the masters.
+fn write_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        30 => op(),
+        1 => (0..8usize).prop_map(Op::Read),
+        4 => (0..8usize).prop_map(Op::Unread),
+    ]
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct KeyOwner {
     client: usize,
@@ -67,6 +86,8 @@ struct KeyOwner {
 #[derive(Debug, Clone)]
 struct Master {
     key: Option<(KeyOwner, u64)>,
+    /// Whether unexpired readers hold it: a fenced write's round 1 is refused there.
+    readers: bool,
     counter: Option<u64>,
     /// When it last lost data (wiped, or lost its last writes).
     wiped_at: Option<u64>,
@@ -120,6 +141,8 @@ struct Model {
     issues: Vec<Issue>,
     /// Acquisitions that finished round 1 but were never issued a token.
     denied: usize,
+    /// Round-1 asks refused only because readers held the master.
+    refused_by_readers: usize,
     /// Whether repair waits out the grace (the real client always does).
     grace: bool,
     /// A deliberately broken commit that does not check the key (for the negative control).
@@ -135,6 +158,7 @@ impl Model {
             masters: vec![
                 Master {
                     key: None,
+                    readers: false,
                     counter: Some(0),
                     wiped_at: None,
                     lost: false,
@@ -157,6 +181,7 @@ impl Model {
             now: 0,
             issues: Vec::new(),
             denied: 0,
+            refused_by_readers: 0,
             grace: true,
             blind_commit: false,
             epochs: true,
@@ -234,7 +259,11 @@ impl Model {
                     let master = &mut self.masters[m];
                     let vouched = !epochs || master.epoch == Some(master.run);
                     if let Some(counter) = master.counter.as_mut() {
-                        if master.key.is_none() && *counter >= client.floor[m] && vouched {
+                        let free = master.key.is_none() && !master.readers;
+                        if master.key.is_none() && master.readers {
+                            self.refused_by_readers += 1;
+                        }
+                        if free && *counter >= client.floor[m] && vouched {
                             master.key = Some((me, now));
                             *counter += 1;
                             granted.push((m, *counter));
@@ -329,6 +358,13 @@ impl Model {
                 }
             }
             Op::Expire(m) => self.masters[m % n].key = None,
+            Op::Read(m) => {
+                let master = &mut self.masters[m % n];
+                if master.key.is_none() {
+                    master.readers = true;
+                }
+            }
+            Op::Unread(m) => self.masters[m % n].readers = false,
             Op::Restart(m) => {
                 let master = &mut self.masters[m % n];
                 master.key = None;
@@ -337,6 +373,7 @@ impl Model {
             Op::Wipe(m) => {
                 let master = &mut self.masters[m % n];
                 master.key = None;
+                master.readers = false;
                 master.counter = None;
                 master.epoch = None;
                 master.run += 1;
@@ -346,6 +383,7 @@ impl Model {
             Op::Lose(m, d) => {
                 let master = &mut self.masters[m % n];
                 master.key = None;
+                master.readers = false;
                 master.counter = master.counter.map(|v| v.saturating_sub(d));
                 master.run += 1;
                 master.wiped_at = Some(self.now);
@@ -485,6 +523,48 @@ mod tests {
         ) {
             run(n, clients, &ops)?;
         }
+
+        #[test]
+        fn tokens_of_successive_fenced_writers_strictly_increase(
+            n in prop_oneof![Just(3usize), Just(5)],
+            clients in 2usize..5,
+            ops in proptest::collection::vec(write_op(), 1..300),
+        ) {
+            run(n, clients, &ops)?;
+        }
+    }
+
+    /// Fenced writes among readers: the readers' refusals happen, tokens are still issued and
+    /// strictly increase, and the blind commit is still caught.
+    #[test]
+    fn fenced_writes_among_readers_keep_tokens_increasing() {
+        use proptest::strategy::ValueTree;
+        use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+        let mut runner = TestRunner::new_with_rng(
+            Config::default(),
+            TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+        );
+        let strategy = proptest::collection::vec(write_op(), 100..300);
+        let (mut issued, mut refused, mut caught) = (0, 0, 0);
+        for _ in 0..600 {
+            let ops = strategy
+                .new_tree(&mut runner)
+                .expect("generate a sequence")
+                .current();
+            let model = run(5, 3, &ops).expect("the protocol holds among readers");
+            issued += model.issues.len();
+            refused += model.refused_by_readers;
+            let mut blind = Model::new(5, 3);
+            blind.blind_commit = true;
+            if run_with(blind, &ops).is_err() {
+                caught += 1;
+            }
+        }
+        eprintln!("fenced writes: issued {issued}, refused by readers {refused}, caught {caught}");
+        // Readers refuse many asks, so fewer tokens are issued than without them.
+        assert!(issued > 50, "only {issued} tokens issued");
+        assert!(refused > 50, "readers refused only {refused} asks");
+        assert!(caught > 0, "the blind commit was never caught among readers");
     }
 
     /// The random interleavings do reach the interesting states: tokens issued, and acquisitions

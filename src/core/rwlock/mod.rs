@@ -20,6 +20,8 @@
 #[cfg(test)]
 mod model;
 
+use super::fencing::AcquireReply;
+
 #[cfg(test)]
 use std::collections::HashMap;
 
@@ -47,6 +49,21 @@ impl RwReply {
             -3 => Some(RwReply::WriterWaiting),
             _ => None,
         }
+    }
+}
+
+/// Reads the answer of `rw_write_fenced.lua`, the first round of a fenced write, as the fenced
+/// acquire's reply; `None` for a value the script never returns.
+///
+/// The script answers with the fenced acquire's codes (a counter, `-1` another writer, `-2` no
+/// counter, `-3` a counter gone back, `-4` a stale epoch) plus `-5` for readers holding the lock,
+/// which [`RwReply`] calls `-2`: the two scripts' `-2` mean different things, so the fenced write
+/// has its own code for readers, and a refusal because of readers is a plain refusal (the writer
+/// now waits there, as after `rw_write.lua`'s `-2`).
+pub fn fenced_write_reply(code: i64) -> Option<AcquireReply> {
+    match code {
+        -5 => Some(AcquireReply::Held),
+        code => AcquireReply::from_reply(code),
     }
 }
 
@@ -151,6 +168,19 @@ mod tests {
         assert_eq!(m.read("r2", 100, 1), RwReply::WriterWaiting);
         m.leave(&"w");
         assert_eq!(m.read("r2", 100, 1), RwReply::Granted);
+    }
+
+    #[test]
+    fn fenced_write_codes_are_mapped_explicitly() {
+        assert_eq!(fenced_write_reply(9), Some(AcquireReply::Granted(9)));
+        assert_eq!(fenced_write_reply(-1), Some(AcquireReply::Held));
+        // Not "readers", as rw_write.lua's -2 would be: the counter is missing.
+        assert_eq!(fenced_write_reply(-2), Some(AcquireReply::Uninitialized));
+        assert_eq!(fenced_write_reply(-3), Some(AcquireReply::Regressed));
+        assert_eq!(fenced_write_reply(-4), Some(AcquireReply::NewEpoch));
+        assert_eq!(fenced_write_reply(-5), Some(AcquireReply::Held));
+        assert_eq!(fenced_write_reply(0), None);
+        assert_eq!(fenced_write_reply(-6), None);
     }
 
     #[test]
