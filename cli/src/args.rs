@@ -282,11 +282,25 @@ pub struct RunArgs {
     pub masters: MasterArgs,
 }
 
+/// What `quorlock run` takes on its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// One of this many permits of a semaphore.
+    Permit(u32),
+    /// A read hold of a read-write lock.
+    Shared,
+    /// The write hold of a read-write lock (with a fencing token when asked): exclusive of
+    /// readers, other writers and the plain lock on the same key.
+    Exclusive {
+        /// Whether to take a fencing token.
+        fence: bool,
+    },
+}
+
 impl RunArgs {
     /// What to take on the key: a permit, a read hold, or (the default, or `--exclusive`) the
     /// write hold, fenced with `--fence`.
-    pub fn hold(&self) -> crate::connect::Hold {
-        use crate::connect::Hold;
+    pub fn hold(&self) -> Hold {
         match (self.permits, self.shared) {
             (Some(permits), _) => Hold::Permit(permits),
             (None, true) => Hold::Shared,

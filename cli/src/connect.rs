@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use quorlock::{AcquireError, Guard, Quorlock, QuorlockBuilder};
 
-use crate::args::{MasterArgs, NODES_ENV, NODES_FILE_ENV};
+use crate::args::{Hold, MasterArgs, NODES_ENV, NODES_FILE_ENV};
 use crate::exit::{Failure, CONFIG};
 use crate::secrets;
 
@@ -152,21 +152,6 @@ pub async fn take(
     } else {
         locks.acquire(resource, ttl).await
     }
-}
-
-/// What `quorlock run` takes on its key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hold {
-    /// One of this many permits of a semaphore.
-    Permit(u32),
-    /// A read hold of a read-write lock.
-    Shared,
-    /// The write hold of a read-write lock (with a fencing token when asked): exclusive of
-    /// readers, other writers and the plain lock on the same key.
-    Exclusive {
-        /// Whether to take a fencing token.
-        fence: bool,
-    },
 }
 
 /// Takes `hold` on `resource` for `ttl`, waiting as the client is configured to.

@@ -39,7 +39,7 @@ use crate::core::{Decision, RetryPlan, Tally, Timing, Vote};
 use crate::error::{AcquireError, NodeErrorKind};
 use crate::fanout::Fanout;
 use crate::fence::repair;
-use crate::kinds::rwlock::write_ops;
+use crate::kinds::write_hold::write_ops;
 use crate::link::Link;
 use crate::lua::{Found, FENCE_ACQUIRE_SCRIPT, FENCE_COMMIT_SCRIPT, RW_WRITE_FENCED_SCRIPT};
 use crate::names::{ttl_millis, Names};

@@ -34,6 +34,7 @@ pub(crate) mod multi;
 pub(crate) mod reentrant;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
+pub(crate) mod write_hold;
 
 pub use fair::{FairOptions, Ticket, DEFAULT_FAIR_HEARTBEAT};
 pub use reentrant::LockOwner;

@@ -35,13 +35,14 @@ use crate::core::rwlock::RwReply;
 use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, NodeErrorKind};
 use crate::kinds::fenced::{self, Claim};
+use crate::kinds::write_hold::write_ops;
 use crate::link::{Call, Masters};
 use crate::lua::{
     eval, int_reply, Found, RW_LEAVE_SCRIPT, RW_READ_EXTEND_SCRIPT, RW_READ_RELEASE_SCRIPT, RW_READ_SCRIPT,
     RW_WRITE_SCRIPT,
 };
 use crate::names::{release_channel, ttl_millis};
-use crate::ops::{LockOps, PlainLock};
+use crate::ops::LockOps;
 
 /// The three keys of one read-write lock.
 #[derive(Debug, Clone)]
@@ -104,34 +105,6 @@ impl LockOps for ReadHold {
     fn is_read(&self) -> Option<bool> {
         Some(true)
     }
-}
-
-/// The write hold: a plain lock on the writer key.
-#[derive(Debug)]
-struct WriteHold(PlainLock);
-
-impl LockOps for WriteHold {
-    fn extend(&self, ttl_ms: u64) -> Call {
-        self.0.extend(ttl_ms)
-    }
-
-    fn release(&self) -> Call {
-        self.0.release()
-    }
-
-    fn cleanup(&self) -> Call {
-        self.0.cleanup()
-    }
-
-    fn is_read(&self) -> Option<bool> {
-        Some(false)
-    }
-}
-
-/// How a write hold on the writer key `key` with `token` is extended and released (the fenced
-/// write's too).
-pub(crate) fn write_ops(key: &Arc<str>, token: &Arc<str>) -> Arc<dyn LockOps> {
-    Arc::new(WriteHold(PlainLock::sharing(key, token)))
 }
 
 /// Reads a read or write script's answer as a vote.
@@ -269,7 +242,7 @@ async fn write_round(
     cmd.arg(&*token).arg(ttl_ms).arg(&waiter.id).arg(ttl_ms);
     let cmd = Arc::new(cmd);
     let key: Arc<str> = Arc::from(keys.writer.as_str());
-    let ops: Arc<dyn LockOps> = Arc::new(WriteHold(PlainLock::sharing(&key, &token)));
+    let ops: Arc<dyn LockOps> = write_ops(&key, &token);
     inner
         .acquire_round(resource, key, token, timing, ops, |link| {
             link.query(Arc::clone(&cmd))
