@@ -88,11 +88,11 @@ enum Kind {
 
 impl Kind {
     /// The kind's name, `fenced` when a fencing token was asked for: `fenced` for the plain lock,
-    /// `fenced write` for the write hold.
+    /// `fenced_write` for the write hold.
     fn name(&self, fenced: bool) -> &'static str {
         match self {
             Kind::Plain if fenced => "fenced",
-            Kind::Write if fenced => "fenced write",
+            Kind::Write if fenced => "fenced_write",
             Kind::Plain => "plain",
             Kind::Reentrant(_) => "reentrant",
             Kind::Fair(_) => "fair",

@@ -41,7 +41,8 @@ pub const NODE_ERRORS: &str = "quorlock_node_errors_total";
 /// Gauge: masters whose votes are ignored now, by `reason`.
 pub const MASTERS_IGNORED: &str = "quorlock_masters_ignored";
 
-/// Label: the kind of lock (`plain`, `fenced`, `reentrant`, `fair`, `multi`).
+/// Label: the kind of lock (`plain`, `fenced`, `reentrant`, `fair`, `multi`, `semaphore`, `read`, `write`,
+/// `fenced_write`).
 pub const LABEL_KIND: &str = "kind";
 /// Label: how an acquire call or a round ended.
 pub const LABEL_OUTCOME: &str = "outcome";
