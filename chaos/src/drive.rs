@@ -14,7 +14,6 @@ use redis::AsyncCommands;
 
 use crate::availability::AppliedFault;
 use crate::backend::Backend;
-use crate::checker::KeyObservation;
 use crate::clock::MasterClocks;
 use crate::cluster::{Cluster, ClusterOptions, DataMode};
 use crate::compose::Compose;
@@ -23,6 +22,7 @@ use crate::error::HarnessError;
 use crate::faketime::{self, FakeClock};
 use crate::faults::{self, ClientPauses, FaultAction, FaultTargets, ScheduledFault};
 use crate::history::{History, RunClock};
+use crate::leaks::scan_lock_keys;
 use crate::proxy::ProxyGroup;
 use crate::run::{BackendChoice, RunOptions, RunReport};
 use crate::scenario::ScheduleParams;
@@ -377,39 +377,4 @@ async fn heal_everything(
         applied.push(done);
     }
     Ok(())
-}
-
-/// `KEYS prefix*` and `PTTL` on every master, directly (not through proxies).
-async fn scan_lock_keys(
-    urls: &[String],
-    prefix: &str,
-    clock: RunClock,
-    notes: &mut Vec<String>,
-) -> Vec<KeyObservation> {
-    let mut found = Vec::new();
-    for (master, url) in urls.iter().enumerate() {
-        let scanned: redis::RedisResult<Vec<(String, i64)>> = async {
-            let mut conn = connect(url, Duration::from_secs(5)).await?;
-            let keys: Vec<String> = conn.keys(format!("{prefix}*")).await?;
-            let mut out = Vec::with_capacity(keys.len());
-            for key in keys {
-                let pttl: i64 = conn.pttl(&key).await?;
-                out.push((key, pttl));
-            }
-            Ok(out)
-        }
-        .await;
-        match scanned {
-            Ok(keys) => found.extend(keys.into_iter().filter(|(_, pttl)| *pttl != -2).map(
-                |(key, pttl_ms)| KeyObservation {
-                    master,
-                    key,
-                    pttl_ms,
-                    observed_at: clock.now(),
-                },
-            )),
-            Err(e) => notes.push(format!("could not scan m{master} for leaked keys: {e}")),
-        }
-    }
-    found
 }

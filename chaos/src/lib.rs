@@ -55,6 +55,7 @@ pub mod faketime;
 pub mod faults;
 pub mod history;
 pub mod kinds_workload;
+mod leaks;
 mod process;
 pub mod proxy;
 pub mod report;

@@ -19,12 +19,12 @@ use super::project::ComposeProject;
 use super::Compose;
 use crate::availability::AppliedFault;
 use crate::backend::Backend;
-use crate::checker::KeyObservation;
 use crate::clock::MasterClocks;
 use crate::cluster::DataMode;
 use crate::error::HarnessError;
 use crate::faults::FaultAction;
 use crate::history::RunClock;
+use crate::leaks::scan_lock_keys;
 use crate::run::{RunOptions, RunReport};
 use crate::scenario::ScheduleParams;
 use crate::server::connect;
@@ -268,39 +268,4 @@ async fn reset_witness(url: &str, resources: usize) -> Result<(), HarnessError> 
         .await
         .map_err(|e| HarnessError::redis("clearing the witness counters", e))?;
     Ok(())
-}
-
-/// `KEYS prefix*` and `PTTL` on every master, from the host.
-async fn scan_lock_keys(
-    urls: &[String],
-    prefix: &str,
-    clock: RunClock,
-    notes: &mut Vec<String>,
-) -> Vec<KeyObservation> {
-    let mut found = Vec::new();
-    for (master, url) in urls.iter().enumerate() {
-        let scanned: redis::RedisResult<Vec<(String, i64)>> = async {
-            let mut conn = connect(url, Duration::from_secs(5)).await?;
-            let keys: Vec<String> = conn.keys(format!("{prefix}*")).await?;
-            let mut out = Vec::with_capacity(keys.len());
-            for key in keys {
-                let pttl: i64 = conn.pttl(&key).await?;
-                out.push((key, pttl));
-            }
-            Ok(out)
-        }
-        .await;
-        match scanned {
-            Ok(keys) => found.extend(keys.into_iter().filter(|(_, pttl)| *pttl != -2).map(
-                |(key, pttl_ms)| KeyObservation {
-                    master,
-                    key,
-                    pttl_ms,
-                    observed_at: clock.now(),
-                },
-            )),
-            Err(e) => notes.push(format!("could not scan m{master} for leaked keys: {e}")),
-        }
-    }
-    found
 }

@@ -1,0 +1,47 @@
+//! The leak scan at the end of a run: every key under the run's prefix still on a master, with its
+//! remaining TTL. Both backends (processes and compose) read the masters the same way, so the scan
+//! lives below both.
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+use crate::checker::KeyObservation;
+use crate::history::RunClock;
+use crate::server::connect;
+
+/// `KEYS prefix*` and `PTTL` on every master, directly (not through proxies); a master that cannot
+/// be scanned is named in `notes`.
+pub(crate) async fn scan_lock_keys(
+    urls: &[String],
+    prefix: &str,
+    clock: RunClock,
+    notes: &mut Vec<String>,
+) -> Vec<KeyObservation> {
+    let mut found = Vec::new();
+    for (master, url) in urls.iter().enumerate() {
+        let scanned: redis::RedisResult<Vec<(String, i64)>> = async {
+            let mut conn = connect(url, Duration::from_secs(5)).await?;
+            let keys: Vec<String> = conn.keys(format!("{prefix}*")).await?;
+            let mut out = Vec::with_capacity(keys.len());
+            for key in keys {
+                let pttl: i64 = conn.pttl(&key).await?;
+                out.push((key, pttl));
+            }
+            Ok(out)
+        }
+        .await;
+        match scanned {
+            Ok(keys) => found.extend(keys.into_iter().filter(|(_, pttl)| *pttl != -2).map(
+                |(key, pttl_ms)| KeyObservation {
+                    master,
+                    key,
+                    pttl_ms,
+                    observed_at: clock.now(),
+                },
+            )),
+            Err(e) => notes.push(format!("could not scan m{master} for leaked keys: {e}")),
+        }
+    }
+    found
+}
