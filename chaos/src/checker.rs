@@ -21,21 +21,29 @@ pub struct Overlap {
     pub overlap: Duration,
 }
 
-/// Every pair of records of the same resource whose safe intervals
-/// `[acquired, min(released, validity_end)]` overlap. Touching endpoints do not overlap.
-pub fn overlaps(records: &[LockRecord]) -> Vec<Overlap> {
+/// Each resource's non-empty safe intervals `(start, end, record)`, sorted by start, end and client:
+/// what every sweep below walks. An empty interval overlaps nothing and holds nothing.
+fn safe_intervals(records: &[LockRecord]) -> BTreeMap<&str, Vec<(Duration, Duration, &LockRecord)>> {
     let mut by_resource: BTreeMap<&str, Vec<(Duration, Duration, &LockRecord)>> = BTreeMap::new();
     for record in records {
-        if let Some((start, end)) = record.safe_interval() {
+        if let Some((start, end)) = record.safe_interval().filter(|(start, end)| end > start) {
             by_resource
                 .entry(record.resource.as_str())
                 .or_default()
                 .push((start, end, record));
         }
     }
-    let mut found = Vec::new();
-    for (resource, mut intervals) in by_resource {
+    for intervals in by_resource.values_mut() {
         intervals.sort_by_key(|&(start, end, r)| (start, end, r.client));
+    }
+    by_resource
+}
+
+/// Every pair of records of the same resource whose safe intervals
+/// `[acquired, min(released, validity_end)]` overlap. Touching endpoints do not overlap.
+pub fn overlaps(records: &[LockRecord]) -> Vec<Overlap> {
+    let mut found = Vec::new();
+    for (resource, intervals) in safe_intervals(records) {
         // Sweep: `open` holds intervals that may still overlap later starts.
         let mut open: Vec<(Duration, Duration, &LockRecord)> = Vec::new();
         for (start, end, record) in intervals {
@@ -222,20 +230,8 @@ pub struct Excess {
 /// Every moment a semaphore of `permits` permits had more holders whose safe intervals
 /// `[acquired, min(released, validity_end)]` contain it. Touching endpoints do not overlap.
 pub fn too_many_holders(records: &[LockRecord], permits: usize) -> Vec<Excess> {
-    let mut by_resource: BTreeMap<&str, Vec<(Duration, Duration, &LockRecord)>> = BTreeMap::new();
-    for record in records {
-        if let Some((start, end)) = record.safe_interval() {
-            if end > start {
-                by_resource
-                    .entry(record.resource.as_str())
-                    .or_default()
-                    .push((start, end, record));
-            }
-        }
-    }
     let mut found = Vec::new();
-    for (resource, mut intervals) in by_resource {
-        intervals.sort_by_key(|&(start, end, r)| (start, end, r.client));
+    for (resource, intervals) in safe_intervals(records) {
         let mut open: Vec<(Duration, Duration, &LockRecord)> = Vec::new();
         for (start, end, record) in intervals {
             open.retain(|&(_, open_end, _)| open_end > start);
