@@ -39,6 +39,15 @@ impl Wire {
         Wire { client, tx }
     }
 
+    /// Stops this client's traffic both ways for `pause` (see [`Incoming::Freeze`]).
+    pub fn freeze(&self, pause: Duration) {
+        let ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX);
+        let _ = self.tx.send(Incoming::Freeze {
+            client: self.client,
+            ms,
+        });
+    }
+
     fn post(&self, master: Endpoint, conn: Conn, op: Op) {
         // A closed world means the run is over; the request's reply channel then reads as lost.
         let _ = self.tx.send(Incoming::Request(Envelope {

@@ -103,6 +103,14 @@ pub enum Incoming {
         /// The master.
         master: usize,
     },
+    /// Client `client`'s process stops for `ms` (a pause, as in a GC): nothing it sends leaves
+    /// and nothing sent to it is read until it resumes; its own timers still run.
+    Freeze {
+        /// The client.
+        client: usize,
+        /// How long, in ms of simulated time.
+        ms: u64,
+    },
     /// Heal every fault now (the end of a run).
     HealAll,
     /// Lists the keys alive on every lock master now.

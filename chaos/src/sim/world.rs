@@ -139,6 +139,8 @@ pub struct World {
     store: Node,
     links: BTreeMap<LinkKey, Link>,
     partitions: BTreeMap<(usize, usize), u32>,
+    /// Paused clients, with the instant (ms) they resume.
+    frozen: BTreeMap<usize, u64>,
     /// Requests swallowed by a partition or a blackhole, dropped (the connection resets) at the heal.
     limbo: Vec<(LinkKey, Event)>,
     queue: BinaryHeap<Reverse<Queued>>,
@@ -156,6 +158,7 @@ impl World {
             store,
             links: BTreeMap::new(),
             partitions: BTreeMap::new(),
+            frozen: BTreeMap::new(),
             limbo: Vec::new(),
             queue: BinaryHeap::new(),
             seq: 0,
@@ -222,6 +225,11 @@ impl World {
             Incoming::CloseBatch { client, master } => {
                 self.reset_link((client, Endpoint::Master(master), Conn::Batch));
             }
+            Incoming::Freeze { client, ms } => {
+                let until = self.now().saturating_add(ms);
+                let resume = self.frozen.entry(client).or_default();
+                *resume = (*resume).max(until);
+            }
             Incoming::HealAll => self.heal_all(),
             Incoming::Keys(reply) => {
                 let now = self.now();
@@ -260,6 +268,8 @@ impl World {
         let key = (env.client, env.master, env.conn);
         let now = self.now();
         let delay = self.delay(env.master);
+        // A paused client's request leaves when it resumes.
+        let leaves = resume_at(&self.frozen, env.client, now);
         let link = self.links.entry(key).or_default();
         if link.broken {
             // The client finds out on this request that the connection died; the next one reconnects.
@@ -267,7 +277,7 @@ impl World {
             fail(env.op);
             return;
         }
-        let at = (now + delay).max(link.up_free);
+        let at = (leaves + delay).max(link.up_free);
         link.up_free = at;
         let gen = link.gen;
         self.push(at, Event::Arrive(env, gen));
@@ -291,6 +301,13 @@ impl World {
                 }
                 if self.cut(key.0, key.1) {
                     self.limbo.push((key, Event::Return(key, gen, delivery)));
+                    return;
+                }
+                // A paused client reads what reached it when it resumes, in the order it came.
+                let now = self.now();
+                let resume = resume_at(&self.frozen, key.0, now);
+                if resume > now {
+                    self.push(resume, Event::Return(key, gen, delivery));
                     return;
                 }
                 deliver(delivery);
@@ -530,6 +547,11 @@ impl World {
             }
         }
     }
+}
+
+/// When client `client`, paused or not, next acts: `now`, or the end of its pause.
+fn resume_at(frozen: &BTreeMap<usize, u64>, client: usize, now: u64) -> u64 {
+    frozen.get(&client).map_or(now, |until| (*until).max(now))
 }
 
 fn deliver(delivery: Delivery) {
