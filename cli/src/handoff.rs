@@ -17,6 +17,7 @@ use crate::duration::show;
 use crate::exit::{self, Failure, OK};
 use crate::report::{millis, Report};
 use crate::signals::Signals;
+use crate::waiting::Watch;
 use crate::{secrets, voice, waiting};
 
 /// Takes the lock and prints its token (or the report with `--json`, printed by the caller).
@@ -45,7 +46,7 @@ async fn acquire_with(
     report.set("ttl_ms", millis(args.lock.ttl));
     let started = Instant::now();
     let acquired = tokio::select! {
-        acquired = waiting::while_waiting(&locks, &args.key, take(&locks, &args.key, args.lock.ttl, args.lock.fence)) => acquired,
+        acquired = waiting::while_waiting(&locks, &args.key, Watch::Lock, take(&locks, &args.key, args.lock.ttl, args.lock.fence)) => acquired,
         signal = signals.recv() => {
             report.set("waited_ms", millis(started.elapsed()));
             return Err(Failure::new(

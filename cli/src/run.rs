@@ -24,13 +24,14 @@ use quorlock::{Guard, Quorlock, ReleaseError};
 use tokio::time::Instant;
 use tracing::{debug, info};
 
-use crate::args::RunArgs;
+use crate::args::{Hold, RunArgs};
 use crate::child::{self, Supervised};
 use crate::connect::{take_hold, Masters};
 use crate::duration::show;
 use crate::exit::{self, Failure, LOST, SOFTWARE};
 use crate::report::{millis, Report};
 use crate::signals::Signals;
+use crate::waiting::Watch;
 use crate::{voice, waiting};
 
 /// Runs the command under the lock on `args.key` and returns the exit code.
@@ -56,8 +57,13 @@ async fn run_with(
 ) -> Result<u8, Failure> {
     report.set("ttl_ms", millis(args.lock.ttl));
     let started = Instant::now();
+    let watch = match args.hold() {
+        Hold::Permit(permits) => Watch::Permits(permits),
+        Hold::Shared => Watch::Read,
+        Hold::Exclusive { .. } => Watch::Write,
+    };
     let acquired = tokio::select! {
-        acquired = waiting::while_waiting(&locks, &args.key, take_hold(&locks, &args.key, args.lock.ttl, args.hold())) => acquired,
+        acquired = waiting::while_waiting(&locks, &args.key, watch, take_hold(&locks, &args.key, args.lock.ttl, args.hold())) => acquired,
         signal = signals.recv() => {
             report.set("waited_ms", millis(started.elapsed()));
             return Err(Failure::new(
