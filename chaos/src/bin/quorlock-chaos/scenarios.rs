@@ -375,7 +375,7 @@ mod tests {
         assert_eq!(names("latency"), vec!["latency"]);
         assert_eq!(names("none, blackhole"), vec!["none", "blackhole"]);
         assert_eq!(names("all").len(), SCENARIOS.len());
-        assert_eq!(names("in-model").len(), 11);
+        assert_eq!(names("in-model").len(), 12);
         assert_eq!(
             names("out-of-model"),
             vec!["restart-minority-wipe-immediate", "clock-jump", "client-pause"]
