@@ -84,7 +84,7 @@ pub struct RunArgs {
     #[arg(long = "unsafe", value_enum)]
     unsafe_mode: Option<UnsafeArg>,
     /// What the clients take: plain locks (over `--resources`, with the witness), a counting
-    /// semaphore of `--permits` permits, or the read-write lock (one resource each).
+    /// semaphore of `--permits` permits, or the read-write lock (both of these on one resource).
     #[arg(long, value_enum, default_value_t = KindArg::Lock)]
     kind: KindArg,
     /// Permits of the semaphore (`--kind semaphore`).
