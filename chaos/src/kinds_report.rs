@@ -114,3 +114,69 @@ pub(crate) fn json(r: &RunReport) -> Option<JsonKinds<'_>> {
         reads: k.reads.iter().map(JsonRecord::from).collect(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::checker;
+    use crate::run::tests::{hold, report};
+    use crate::run::{Kind, KindFindings};
+    use crate::verdict::judge;
+
+    #[test]
+    fn a_semaphore_excess_shows_in_text_table_and_json() {
+        let mut r = report("kill-minority");
+        r.options.kind = Kind::Semaphore(2);
+        r.records = vec![hold(0, 0, 100), hold(1, 10, 100), hold(2, 20, 100)];
+        r.acquisitions = 3;
+        r.kinds = Some(KindFindings {
+            excesses: checker::too_many_holders(&r.records, 2),
+            ..KindFindings::default()
+        });
+        judge(&mut r);
+        let text = r.summary();
+        assert!(text.contains("kind semaphore of 2 permits"), "{text}");
+        assert!(text.contains("1 excesses over 2 permits"), "{text}");
+        assert!(
+            text.contains("3 holders of r0 at 0.020s: clients 0, 1, 2"),
+            "{text}"
+        );
+        assert!(text.contains("no witness"), "{text}");
+        let row = r.table_row();
+        assert!(row.contains("| semaphore of 2 permits | in |"), "{row}");
+        assert!(row.contains("| 1 | - | 0 |"), "{row}");
+        let json: serde_json::Value = serde_json::from_str(&r.to_json().unwrap()).unwrap();
+        assert_eq!(json["kind"], "semaphore");
+        assert_eq!(json["permits"], 2);
+        assert_eq!(json["excesses"], 1);
+        assert_eq!(json["violations"], 1);
+        assert!(json["reader_writer_overlaps"].is_null());
+        assert!(json["lost_updates"].is_null() && json["witness"].is_null());
+        assert_eq!(
+            json["kind_findings"]["excesses"][0]["holders"]
+                .as_array()
+                .unwrap()
+                .len(),
+            3
+        );
+        assert_eq!(json["verdict"], "fail");
+    }
+
+    #[test]
+    fn reads_count_as_attempts_and_show_in_the_json() {
+        let mut r = report("none");
+        r.options.kind = Kind::RwLock;
+        r.records = vec![hold(0, 200, 300)];
+        r.kinds = Some(KindFindings {
+            reads: vec![hold(1, 0, 100), hold(2, 50, 150)],
+            ..KindFindings::default()
+        });
+        assert_eq!(super::attempts(&r), 3);
+        let text = super::summary(&r).unwrap();
+        assert!(text.contains("3 attempts (2 reads)"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&r.to_json().unwrap()).unwrap();
+        assert_eq!(json["reader_writer_overlaps"], 0);
+        assert!(json["excesses"].is_null());
+        assert_eq!(json["stats"]["acquired"], 3);
+        assert_eq!(json["kind_findings"]["reads"].as_array().unwrap().len(), 2);
+    }
+}

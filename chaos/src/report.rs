@@ -256,8 +256,16 @@ impl<'a> From<&'a RunReport> for JsonReport<'a> {
             acquisitions: r.acquisitions,
             acquisitions_under_faults: r.acquisitions_under_faults,
             violations: r.violations(),
-            excesses: r.kinds.as_ref().map(|k| k.excesses.len()),
-            reader_writer_overlaps: r.kinds.as_ref().map(|k| k.reader_writer.len()),
+            excesses: r
+                .kinds
+                .as_ref()
+                .filter(|_| matches!(o.kind, Kind::Semaphore(_)))
+                .map(|k| k.excesses.len()),
+            reader_writer_overlaps: r
+                .kinds
+                .as_ref()
+                .filter(|_| o.kind == Kind::RwLock)
+                .map(|k| k.reader_writer.len()),
             lost_updates: r.kinds.is_none().then_some(r.lost_updates.lost),
             success_rate_majority_up: Number(r.liveness.success_rate),
             leaked_keys: r.leaks.len(),
