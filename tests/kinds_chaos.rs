@@ -24,6 +24,7 @@ fn options(clients: usize, mode: KindsMode, seed: u64) -> KindsOptions {
         node_timeout: Duration::from_millis(150),
         seed,
         mode,
+        key_prefix: "quorlock-chaos:".into(),
     }
 }
 

@@ -21,14 +21,18 @@ use crate::credentials::Credentials;
 use crate::error::HarnessError;
 use crate::faketime::{self, FakeClock};
 use crate::faults::{self, ClientPauses, FaultAction, FaultTargets, ScheduledFault};
-use crate::history::{History, RunClock};
+use crate::history::{History, LockRecord, RunClock};
+use crate::kinds_workload::{self, KindsHistory, KindsMode, KindsOptions};
 use crate::leaks::scan_lock_keys;
 use crate::proxy::ProxyGroup;
-use crate::run::{BackendChoice, RunOptions, RunReport};
+use crate::run::{BackendChoice, Kind, RunOptions, RunReport};
 use crate::scenario::ScheduleParams;
 use crate::server::{connect, redis_server_path};
 use crate::verdict::{self, Evidence};
-use crate::workload::{self, WorkloadOptions};
+use crate::workload::{self, ClientMode, WorkloadOptions, WorkloadStats};
+
+/// Every how many acquires of a read-write lock client is a write (the rest are reads).
+pub const WRITE_EVERY: usize = 3;
 
 /// A snapshot of a run in progress, for a live progress line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,16 +95,20 @@ pub async fn run_with_progress(
     let mut notes = Vec::new();
     let mut m = start_masters(&opts, &schedule, &mut notes).await?;
 
-    // The witness must never be faulted: its own process, or a URL given by the user.
+    // The witness must never be faulted: its own process, or a URL given by the user. The
+    // other kinds' workload has none.
     let local_witness;
-    let witness_url = match &opts.witness_url {
-        Some(url) => url.clone(),
-        None => {
+    let witness_url = match (&opts.witness_url, opts.kind) {
+        (_, Kind::Semaphore(_) | Kind::RwLock) => None,
+        (Some(url), Kind::Lock) => Some(url.clone()),
+        (None, Kind::Lock) => {
             local_witness = Cluster::start(1).await?;
-            local_witness.url(0)
+            Some(local_witness.url(0))
         }
     };
-    reset_witness(&witness_url, opts.resources).await?;
+    if let Some(url) = &witness_url {
+        reset_witness(url, opts.resources).await?;
+    }
 
     let groups = scenario.groups();
     let proxies = ProxyGroup::start_for(&m.targets, groups, m.credentials.clone()).await?;
@@ -115,15 +123,25 @@ pub async fn run_with_progress(
     let history = History::new(RunClock::new());
     let pauses = ClientPauses::new();
     let clock = history.clock();
+    let kinds_history = KindsHistory {
+        holds: history.clone(),
+        reads: History::new(clock),
+    };
 
-    let clients = workload::run(
-        &wopts,
-        &group_urls,
-        &witness_url,
-        &history,
-        &pauses,
-        opts.duration,
-    );
+    let clients = async {
+        match (kinds_mode(&opts), &witness_url) {
+            (Some(mode), _) => {
+                let kopts = kinds_options(&wopts, mode);
+                let urls = &group_urls;
+                kinds_workload::run_with_pauses(&kopts, urls, &kinds_history, &pauses, opts.duration).await?;
+                Ok(WorkloadStats::default())
+            }
+            (None, Some(witness)) => {
+                workload::run(&wopts, &group_urls, witness, &history, &pauses, opts.duration).await
+            }
+            (None, None) => Err(HarnessError::Workload("a lock run needs a witness".into())),
+        }
+    };
     let injected = std::sync::atomic::AtomicUsize::new(0);
     let injector = inject(
         &schedule,
@@ -146,6 +164,8 @@ pub async fn run_with_progress(
                 done = &mut work => break done,
                 _ = tick.tick() => {
                     let (attempts, acquisitions) = history.counts();
+                    let (reads, read) = kinds_history.reads.counts();
+                    let (attempts, acquisitions) = (attempts + reads, acquisitions + read);
                     on_progress(Progress {
                         elapsed: clock.now(),
                         duration: opts.duration,
@@ -169,7 +189,23 @@ pub async fn run_with_progress(
     let settle = healed + opts.ttl + opts.ttl / 2;
     tokio::time::sleep_until(tokio::time::Instant::from_std(clock.start() + settle)).await;
     let observations = scan_lock_keys(&m.backend.urls(), &wopts.key_prefix, clock, &mut notes).await;
-    let actual = workload::witness_total(&witness_url, opts.resources).await?;
+    let actual = match &witness_url {
+        Some(url) => workload::witness_total(url, opts.resources).await?,
+        None => 0,
+    };
+    let records = history.records();
+    let reads = kinds_history.reads.records();
+    let stats = match opts.kind {
+        Kind::Lock => stats,
+        Kind::Semaphore(_) | Kind::RwLock => kinds_stats(records.iter().chain(&reads)),
+    };
+    if opts.kind != Kind::Lock {
+        notes.push(format!(
+            "the {} clients contend on one resource ({}); --resources only applies to plain locks",
+            opts.kind.name(),
+            workload::resource_name(0)
+        ));
+    }
 
     let report = verdict::assess(Evidence {
         backend: m.backend.name(),
@@ -177,7 +213,8 @@ pub async fn run_with_progress(
         options: opts,
         run_end,
         healed,
-        records: history.records(),
+        records,
+        reads,
         applied,
         stats,
         witness_total: actual,
@@ -189,6 +226,45 @@ pub async fn run_with_progress(
         history.push_fault(window.clone());
     }
     Ok(report)
+}
+
+/// What the kinds' clients take, or `None` for plain locks.
+fn kinds_mode(opts: &RunOptions) -> Option<KindsMode> {
+    match (opts.kind, opts.mode) {
+        (Kind::Lock, _) => None,
+        (Kind::Semaphore(p), ClientMode::MajorityCounting) => Some(KindsMode::MajorityCounting(p)),
+        (Kind::Semaphore(p), _) => Some(KindsMode::Semaphore(p)),
+        (Kind::RwLock, _) => Some(KindsMode::ReadWrite(WRITE_EVERY)),
+    }
+}
+
+/// The kinds' clients, with the plain lock workload's TTL, holds, timeouts, seed and key prefix,
+/// on one resource.
+fn kinds_options(w: &WorkloadOptions, mode: KindsMode) -> KindsOptions {
+    KindsOptions {
+        clients: w.clients,
+        resource: workload::resource_name(0),
+        ttl: w.ttl,
+        hold: w.hold,
+        node_timeout: w.node_timeout,
+        seed: w.seed,
+        mode,
+        key_prefix: w.key_prefix.clone(),
+    }
+}
+
+/// The kinds' totals from their records: failed acquisitions and failed releases (they have no
+/// witness, so no increments).
+fn kinds_stats<'a>(records: impl Iterator<Item = &'a LockRecord>) -> WorkloadStats {
+    let mut stats = WorkloadStats::default();
+    for r in records {
+        match (&r.acquired, &r.error) {
+            (None, _) => stats.acquire_failures += 1,
+            (Some(_), Some(e)) if e.starts_with("release") => stats.release_failures += 1,
+            _ => {}
+        }
+    }
+    stats
 }
 
 async fn start_masters(

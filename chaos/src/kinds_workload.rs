@@ -7,6 +7,10 @@
 //! cut each one off from different masters. [`KindsMode::MajorityCounting`] is the negative
 //! control: it counts permits per master and accepts a simple majority, the design the issue
 //! shows unsafe, implemented here in a few lines so that the checker can be seen to catch it.
+//!
+//! Every key the clients write starts with [`KindsOptions::key_prefix`], so the leak scan after a
+//! run finds slot keys, read-write keys and the control's counting keys alike. A stall requested
+//! through [`ClientPauses`] lands inside the hold, as it does in the lock workload.
 
 use std::time::{Duration, Instant};
 
@@ -14,6 +18,7 @@ use quorlock::Quorlock;
 use redis::aio::MultiplexedConnection;
 
 use crate::error::HarnessError;
+use crate::faults::ClientPauses;
 use crate::history::{History, LockRecord};
 use crate::server::connect;
 
@@ -46,6 +51,8 @@ pub struct KindsOptions {
     pub seed: u64,
     /// What they take.
     pub mode: KindsMode,
+    /// Prefix of every key the clients write (so leaks can be found by pattern).
+    pub key_prefix: String,
 }
 
 /// Where holds are recorded: every hold in `holds`, except the reads of a read-write lock, which
@@ -63,6 +70,17 @@ pub async fn run(
     opts: &KindsOptions,
     group_urls: &[Vec<String>],
     history: &KindsHistory,
+    until: Duration,
+) -> Result<u64, HarnessError> {
+    run_with_pauses(opts, group_urls, history, &ClientPauses::new(), until).await
+}
+
+/// As [`run`], with client `c` stalling inside its next hold for as long as `pauses` asks.
+pub async fn run_with_pauses(
+    opts: &KindsOptions,
+    group_urls: &[Vec<String>],
+    history: &KindsHistory,
+    pauses: &ClientPauses,
     until: Duration,
 ) -> Result<u64, HarnessError> {
     if group_urls.is_empty() || opts.clients == 0 {
@@ -89,6 +107,7 @@ pub async fn run(
                     .node_timeout(opts.node_timeout)
                     .connect_timeout(opts.node_timeout)
                     .wait(opts.ttl)
+                    .key_prefix(opts.key_prefix.clone())
                     .build()
                     .await
                     .map_err(|e| HarnessError::Workload(format!("building client {id}: {e}")))?,
@@ -99,6 +118,7 @@ pub async fn run(
             taker,
             opts: opts.clone(),
             history: history.clone(),
+            pauses: pauses.clone(),
             rng: opts.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         };
         tasks.push(tokio::spawn(client.run(until)));
@@ -123,6 +143,7 @@ struct KindsClient {
     taker: Taker,
     opts: KindsOptions,
     history: KindsHistory,
+    pauses: ClientPauses,
     rng: u64,
 }
 
@@ -167,6 +188,7 @@ impl KindsClient {
                             record.validity_end = Some(clock.offset(guard.valid_until().into_std()));
                             record.token = guard.token().to_owned();
                             tokio::time::sleep(hold).await;
+                            self.stall().await;
                             record.released = Some(clock.now());
                             if let Err(e) = guard.release().await {
                                 record.error = Some(format!("release: {e}"));
@@ -206,7 +228,7 @@ impl KindsClient {
             return false;
         };
         let clock = self.history.holds.clock();
-        let key = format!("quorlock-chaos:counting:{}", self.opts.resource);
+        let key = format!("{}counting:{}", self.opts.key_prefix, self.opts.resource);
         let ttl_ms = u64::try_from(self.opts.ttl.as_millis()).unwrap_or(u64::MAX);
         let started = Instant::now();
         let votes = futures::future::join_all(masters.iter().map(|conn| {
@@ -235,6 +257,7 @@ impl KindsClient {
         record.validity_end = Some(clock.offset(started + self.opts.ttl - drift));
         record.token = token.clone();
         tokio::time::sleep(hold).await;
+        self.stall().await;
         record.released = Some(clock.now());
         self.uncount(&key, &token).await;
         true
@@ -254,6 +277,13 @@ impl KindsClient {
             }
         }))
         .await;
+    }
+
+    /// A stall requested for this client, taken inside its hold (like a GC pause).
+    async fn stall(&self) {
+        if let Some(stall) = self.pauses.take(self.id) {
+            tokio::time::sleep(stall).await;
+        }
     }
 
     fn next(&mut self) -> u64 {

@@ -34,8 +34,13 @@
 //!   [`Verdict`]): the data the next three layers share.
 //! - [`drive`]: one run end to end: masters, witness, proxies, workload, faults on schedule,
 //!   the heal and the leak scan; the only layer of a run with IO.
-//! - [`verdict`]: pure judgement of what a run collected: the checks and the verdict.
-//! - [`report`]: a report as text, a results-table row, JSON or an SVG timeline.
+//! - [`verdict`]: pure judgement of what a run collected: the checks and the verdict;
+//!   `kinds_verdict` adds the semaphore's and the read-write lock's rules.
+//! - [`kinds_workload`]: clients of the semaphore and the read-write lock, and the
+//!   majority-counting negative control.
+//! - [`report`]: a report as text, a results-table row, JSON or an SVG timeline; the
+//!   semaphore's and the read-write lock's part in `kinds_report`, the JSON pieces both use in
+//!   `json_parts`.
 //! - [`runner`]: the pre-split paths of the above, re-exported.
 //! - [`proxy`]: our own TCP proxy per (client group, master) with pass-through, latency,
 //!   blackhole and reset modes; [`ProxyGroup`] turns blackholes into partitions.
@@ -54,6 +59,9 @@ pub mod error;
 pub mod faketime;
 pub mod faults;
 pub mod history;
+mod json_parts;
+mod kinds_report;
+mod kinds_verdict;
 pub mod kinds_workload;
 mod leaks;
 mod process;
@@ -78,7 +86,7 @@ pub use faketime::{libfaketime_path, FakeClock};
 pub use faults::{ClientPauses, FaultAction, ScheduledFault};
 pub use history::{FaultWindow, History, LockRecord, RunClock};
 pub use proxy::{Proxy, ProxyGroup, ProxyMode};
-pub use run::{RunOptions, RunReport, Verdict};
+pub use run::{Kind, RunOptions, RunReport, Verdict};
 pub use scenario::{Scenario, ScenarioKind, ScheduleParams, SCENARIOS};
 pub use server::redis_server_path;
 pub use servers::Server;

@@ -5,13 +5,14 @@
 //! nothing (that is `drive`), so each format can change without touching either.
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 use crate::error::HarnessError;
 use crate::history::LockRecord;
-use crate::run::RunReport;
+use crate::json_parts::{JsonOverlap, JsonRecord, Ms, Number};
+use crate::kinds_report::{self, JsonKinds};
+use crate::run::{Kind, RunReport};
 use crate::svg::{self, SvgOptions};
 
 impl RunReport {
@@ -22,9 +23,10 @@ impl RunReport {
         let _ =
             writeln!(
             s,
-            "scenario {} ({}), seed {}, {} backend, {} masters, {} clients, {} resources, ttl {:?}, {:.1}s",
+            "scenario {} ({}), kind {}, seed {}, {} backend, {} masters, {} clients, {} resources, ttl {:?}, {:.1}s",
             self.scenario.name,
             if self.scenario.in_model { "in model" } else { "out of model" },
+            kinds_report::describe(o.kind),
             o.seed,
             self.backend,
             self.masters,
@@ -36,17 +38,23 @@ impl RunReport {
         if o.mode.is_unsafe() {
             let _ = writeln!(s, "clients: {} (UNSAFE, a negative control)", o.mode.name());
         }
-        let _ = writeln!(
-            s,
-            "operations: {} attempts, {} acquired ({} under faults), {} increments ({} late), {} skipped, {} release failures",
-            self.records.len(),
-            self.acquisitions,
-            self.acquisitions_under_faults,
-            self.stats.increments,
-            self.stats.late_writes,
-            self.stats.skipped,
-            self.stats.release_failures
-        );
+        let kind_lines = kinds_report::summary(self);
+        match &kind_lines {
+            Some(lines) => s.push_str(lines),
+            None => {
+                let _ = writeln!(
+                s,
+                "operations: {} attempts, {} acquired ({} under faults), {} increments ({} late), {} skipped, {} release failures",
+                self.records.len(),
+                self.acquisitions,
+                self.acquisitions_under_faults,
+                self.stats.increments,
+                self.stats.late_writes,
+                self.stats.skipped,
+                self.stats.release_failures
+            );
+            }
+        }
         for f in &self.applied {
             let _ = writeln!(
                 s,
@@ -56,21 +64,23 @@ impl RunReport {
                 f.action
             );
         }
-        let _ = writeln!(
-            s,
-            "safety: {} overlaps, {} acquisitions without majority, witness {} expected / {} actual ({} lost)",
-            self.overlaps.len(),
-            self.acquired_without_majority.len(),
-            self.lost_updates.expected,
-            self.lost_updates.actual,
-            self.lost_updates.lost
-        );
-        for o in self.overlaps.iter().take(10) {
+        if kind_lines.is_none() {
             let _ = writeln!(
                 s,
-                "  overlap on {} for {:?}: client {} token {} and client {} token {}",
-                o.resource, o.overlap, o.first.client, o.first.token, o.second.client, o.second.token
+                "safety: {} overlaps, {} acquisitions without majority, witness {} expected / {} actual ({} lost)",
+                self.overlaps.len(),
+                self.acquired_without_majority.len(),
+                self.lost_updates.expected,
+                self.lost_updates.actual,
+                self.lost_updates.lost
             );
+            for o in self.overlaps.iter().take(10) {
+                let _ = writeln!(
+                    s,
+                    "  overlap on {} for {:?}: client {} token {} and client {} token {}",
+                    o.resource, o.overlap, o.first.client, o.first.token, o.second.client, o.second.token
+                );
+            }
         }
         let _ = writeln!(
             s,
@@ -108,8 +118,8 @@ impl RunReport {
     /// The header of the results table (Markdown) whose rows are [`RunReport::table_row`].
     pub fn table_header() -> String {
         [
-            "| scenario | model | seed | duration | acquisitions | under faults | violations | lost updates | leaked keys | success (majority up) | verdict |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            "| scenario | kind | model | seed | duration | attempts | acquisitions | under faults | violations | lost updates | leaked keys | success (majority up) | verdict |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         .join("\n")
     }
@@ -121,26 +131,43 @@ impl RunReport {
             (true, false) => "in".to_string(),
             (false, false) => "out".to_string(),
         };
+        let lost = match self.kinds {
+            Some(_) => "-".to_string(),
+            None => self.lost_updates.lost.to_string(),
+        };
         format!(
-            "| {} | {model} | {} | {:.0}s | {} | {} | {} | {} | {} | {:.1}% | {} |",
+            "| {} | {} | {model} | {} | {:.0}s | {} | {} | {} | {} | {lost} | {} | {:.1}% | {} |",
             self.scenario.name,
+            kinds_report::describe(self.options.kind),
             self.options.seed,
             self.options.duration.as_secs_f64(),
+            kinds_report::attempts(self),
             self.acquisitions,
             self.acquisitions_under_faults,
-            self.overlaps.len() + self.acquired_without_majority.len(),
-            self.lost_updates.lost,
+            self.violations(),
             self.leaks.len(),
             self.liveness.success_rate * 100.0,
             format!("{:?}", self.verdict).to_lowercase()
         )
     }
 
+    /// Every violation found: overlaps, acquisitions without a majority, and the kind's own
+    /// (semaphore excesses, reads inside writes); lost updates are counted apart.
+    pub fn violations(&self) -> usize {
+        let kinds = self
+            .kinds
+            .as_ref()
+            .map_or(0, |k| k.excesses.len() + k.reader_writer.len());
+        self.overlaps.len() + self.acquired_without_majority.len() + kinds
+    }
+
     /// The report as one JSON object: the `--json` output.
     ///
     /// The top level carries the summary counts, the verdict and its reasons; then come the
     /// faults, the workload totals, the overlaps, the acquisitions without a majority, the
-    /// witness, liveness, the leaked keys and every lock record. Times are milliseconds
+    /// witness, liveness, the leaked keys and every lock record. A semaphore or read-write lock
+    /// run has no witness (`null`) and its own findings in `kind_findings`, its reads included;
+    /// a plain lock run has `null` there. Times are milliseconds
     /// rounded to the microsecond, written as integers when they are whole.
     ///
     /// # Errors
@@ -163,7 +190,13 @@ impl RunReport {
             ),
             ..SvgOptions::default()
         };
-        svg::timeline(&self.records, &self.fault_windows, self.run_end, &opts)
+        match &self.kinds {
+            Some(k) => {
+                let every: Vec<LockRecord> = self.records.iter().chain(&k.reads).cloned().collect();
+                svg::timeline(&every, &self.fault_windows, self.run_end, &opts)
+            }
+            None => svg::timeline(&self.records, &self.fault_windows, self.run_end, &opts),
+        }
     }
 }
 
@@ -174,10 +207,15 @@ struct JsonReport<'a> {
     in_model: bool,
     seed: u64,
     clients_mode: &'a str,
+    kind: &'a str,
+    permits: Option<u32>,
+    attempts: usize,
     acquisitions: usize,
     acquisitions_under_faults: usize,
     violations: usize,
-    lost_updates: u64,
+    excesses: Option<usize>,
+    reader_writer_overlaps: Option<usize>,
+    lost_updates: Option<u64>,
     success_rate_majority_up: Number,
     leaked_keys: usize,
     backend: &'a str,
@@ -193,8 +231,9 @@ struct JsonReport<'a> {
     faults: Vec<JsonFault>,
     stats: JsonStats,
     overlaps: Vec<JsonOverlap<'a>>,
+    kind_findings: Option<JsonKinds<'a>>,
     acquired_without_majority: Vec<JsonRecord<'a>>,
-    witness: JsonWitness,
+    witness: Option<JsonWitness>,
     liveness: JsonLiveness,
     leaks: Vec<JsonLeak<'a>>,
     records: Vec<JsonRecord<'a>>,
@@ -208,10 +247,26 @@ impl<'a> From<&'a RunReport> for JsonReport<'a> {
             in_model: r.scenario.in_model,
             seed: o.seed,
             clients_mode: o.mode.name(),
+            kind: o.kind.name(),
+            permits: match o.kind {
+                Kind::Semaphore(p) => Some(p),
+                Kind::Lock | Kind::RwLock => None,
+            },
+            attempts: kinds_report::attempts(r),
             acquisitions: r.acquisitions,
             acquisitions_under_faults: r.acquisitions_under_faults,
-            violations: r.overlaps.len() + r.acquired_without_majority.len(),
-            lost_updates: r.lost_updates.lost,
+            violations: r.violations(),
+            excesses: r
+                .kinds
+                .as_ref()
+                .filter(|_| matches!(o.kind, Kind::Semaphore(_)))
+                .map(|k| k.excesses.len()),
+            reader_writer_overlaps: r
+                .kinds
+                .as_ref()
+                .filter(|_| o.kind == Kind::RwLock)
+                .map(|k| k.reader_writer.len()),
+            lost_updates: r.kinds.is_none().then_some(r.lost_updates.lost),
             success_rate_majority_up: Number(r.liveness.success_rate),
             leaked_keys: r.leaks.len(),
             backend: r.backend,
@@ -234,8 +289,13 @@ impl<'a> From<&'a RunReport> for JsonReport<'a> {
                 })
                 .collect(),
             stats: JsonStats {
-                attempts: r.records.len(),
-                acquired: r.records.iter().filter(|x| x.acquired.is_some()).count(),
+                attempts: kinds_report::attempts(r),
+                acquired: r
+                    .records
+                    .iter()
+                    .chain(r.kinds.iter().flat_map(|k| &k.reads))
+                    .filter(|x| x.acquired.is_some())
+                    .count(),
                 increments: r.stats.increments,
                 late_writes: r.stats.late_writes,
                 skipped: r.stats.skipped,
@@ -243,23 +303,15 @@ impl<'a> From<&'a RunReport> for JsonReport<'a> {
                 release_failures: r.stats.release_failures,
                 witness_errors: r.stats.witness_errors,
             },
-            overlaps: r
-                .overlaps
-                .iter()
-                .map(|v| JsonOverlap {
-                    resource: &v.resource,
-                    overlap_ms: Ms(v.overlap),
-                    first: JsonRecord::from(&v.first),
-                    second: JsonRecord::from(&v.second),
-                })
-                .collect(),
+            overlaps: r.overlaps.iter().map(JsonOverlap::from).collect(),
+            kind_findings: kinds_report::json(r),
             acquired_without_majority: r.acquired_without_majority.iter().map(JsonRecord::from).collect(),
-            witness: JsonWitness {
+            witness: r.kinds.is_none().then_some(JsonWitness {
                 expected: r.lost_updates.expected,
                 actual: r.lost_updates.actual,
                 lost: r.lost_updates.lost,
                 unaccounted: r.lost_updates.unaccounted,
-            },
+            }),
             liveness: JsonLiveness {
                 attempts: r.liveness.attempts,
                 successes: r.liveness.successes,
@@ -309,45 +361,6 @@ struct JsonStats {
     witness_errors: u64,
 }
 
-/// Two holders of one resource at once, with both records.
-#[derive(Serialize)]
-struct JsonOverlap<'a> {
-    resource: &'a str,
-    overlap_ms: Ms,
-    first: JsonRecord<'a>,
-    second: JsonRecord<'a>,
-}
-
-/// One lock operation.
-#[derive(Serialize)]
-struct JsonRecord<'a> {
-    client: usize,
-    resource: &'a str,
-    token: &'a str,
-    invoked_ms: Ms,
-    acquired_ms: Option<Ms>,
-    validity_end_ms: Option<Ms>,
-    released_ms: Option<Ms>,
-    fencing: Option<u64>,
-    error: Option<&'a str>,
-}
-
-impl<'a> From<&'a LockRecord> for JsonRecord<'a> {
-    fn from(r: &'a LockRecord) -> JsonRecord<'a> {
-        JsonRecord {
-            client: r.client,
-            resource: &r.resource,
-            token: &r.token,
-            invoked_ms: Ms(r.invoked),
-            acquired_ms: r.acquired.map(Ms),
-            validity_end_ms: r.validity_end.map(Ms),
-            released_ms: r.released.map(Ms),
-            fencing: r.fencing,
-            error: r.error.as_deref(),
-        }
-    }
-}
-
 /// The witness counts.
 #[derive(Serialize)]
 struct JsonWitness {
@@ -381,38 +394,10 @@ struct JsonLeak<'a> {
     pttl_ms: i64,
 }
 
-/// A duration as milliseconds, rounded to the microsecond.
-struct Ms(Duration);
-
-impl Serialize for Ms {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        Number((self.0.as_secs_f64() * 1e6).round() / 1e3).serialize(serializer)
-    }
-}
-
-/// A number written as an integer when it is whole (`1500`, not `1500.0`), and as `null`
-/// when it is not finite.
-struct Number(f64);
-
-/// Whole numbers below this magnitude convert to an integer exactly.
-const EXACT_INTEGERS: f64 = 9_007_199_254_740_992.0; // 2^53
-
-impl Serialize for Number {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let x = self.0;
-        if !x.is_finite() {
-            serializer.serialize_none()
-        } else if x.fract() == 0.0 && x.abs() < EXACT_INTEGERS {
-            // Exact: whole and within the range where every integer is an f64.
-            serializer.serialize_i64(x as i64)
-        } else {
-            serializer.serialize_f64(x)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::availability::{self, AppliedFault};
     use crate::checker::{self, KeyObservation, Liveness};
@@ -498,7 +483,7 @@ mod tests {
         assert!(json.contains("\"verdict\":\"pass\""));
         assert!(r.svg().contains("class=\"hold\""));
         let row = r.table_row();
-        assert!(row.starts_with("| none | in | 1 | 30s | 0 |"), "{row}");
+        assert!(row.starts_with("| none | lock | in | 1 | 30s | 1 | 0 |"), "{row}");
         assert!(row.ends_with("| pass |"), "{row}");
         let columns = |line: &str| line.matches('|').count();
         let header = RunReport::table_header();
@@ -514,13 +499,15 @@ mod tests {
         r.records = vec![hold(0, 0, 100)];
         judge(&mut r);
         let expected = concat!(
-            r#"{"scenario":"none","in_model":true,"seed":1,"clients_mode":"safe","acquisitions":0,"#,
-            r#""acquisitions_under_faults":0,"violations":0,"lost_updates":0,"#,
+            r#"{"scenario":"none","in_model":true,"seed":1,"clients_mode":"safe","kind":"lock","#,
+            r#""permits":null,"attempts":1,"acquisitions":0,"#,
+            r#""acquisitions_under_faults":0,"violations":0,"excesses":null,"#,
+            r#""reader_writer_overlaps":null,"lost_updates":0,"#,
             r#""success_rate_majority_up":1,"leaked_keys":0,"backend":"process","masters":5,"#,
             r#""clients":16,"resources":4,"ttl_ms":2000,"duration_ms":30000,"run_end_ms":10000,"#,
             r#""verdict":"pass","reasons":[],"notes":[],"faults":[],"stats":{"attempts":1,"acquired":1,"#,
             r#""increments":10,"late_writes":0,"skipped":0,"acquire_failures":0,"release_failures":0,"#,
-            r#""witness_errors":0},"overlaps":[],"acquired_without_majority":[],"#,
+            r#""witness_errors":0},"overlaps":[],"kind_findings":null,"acquired_without_majority":[],"#,
             r#""witness":{"expected":10,"actual":10,"lost":0,"unaccounted":0},"liveness":{"attempts":0,"#,
             r#""successes":0,"success_rate":1,"recovery":[]},"leaks":[],"records":[{"client":0,"#,
             r#""resource":"r0","token":"","invoked_ms":0,"acquired_ms":0,"validity_end_ms":100,"#,
@@ -533,8 +520,9 @@ mod tests {
     fn the_json_of_a_failed_run_keeps_every_field_in_order() {
         let expected = concat!(
             r#"{"scenario":"partition","in_model":true,"seed":18446744073709551615,"#,
-            r#""clients_mode":"single-master","acquisitions":2,"acquisitions_under_faults":1,"#,
-            r#""violations":2,"lost_updates":2,"success_rate_majority_up":0.6666666666666666,"#,
+            r#""clients_mode":"single-master","kind":"lock","permits":null,"attempts":3,"#,
+            r#""acquisitions":2,"acquisitions_under_faults":1,"#,
+            r#""violations":2,"excesses":null,"reader_writer_overlaps":null,"lost_updates":2,"success_rate_majority_up":0.6666666666666666,"#,
             r#""leaked_keys":1,"backend":"process","masters":5,"clients":16,"resources":4,"#,
             r#""ttl_ms":1500.5,"duration_ms":30000,"run_end_ms":10000,"verdict":"fail","#,
             r#""reasons":["1 acquisitions succeeded while their client could not reach a majority","#,
@@ -549,7 +537,8 @@ mod tests {
             r#""resource":"r0","token":"t-a","invoked_ms":0,"acquired_ms":0,"validity_end_ms":100,"#,
             r#""released_ms":90.5,"fencing":7,"error":null},"second":{"client":1,"resource":"r0","#,
             r#""token":"t-b","invoked_ms":50,"acquired_ms":50,"validity_end_ms":150,"released_ms":null,"#,
-            r#""fencing":null,"error":null}}],"acquired_without_majority":[{"client":0,"resource":"r0","#,
+            r#""fencing":null,"error":null}}],"kind_findings":null,"#,
+            r#""acquired_without_majority":[{"client":0,"resource":"r0","#,
             r#""token":"t-a","invoked_ms":0,"acquired_ms":0,"validity_end_ms":100,"released_ms":90.5,"#,
             r#""fencing":7,"error":null}],"witness":{"expected":10,"actual":8,"lost":2,"#,
             r#""unaccounted":0},"liveness":{"attempts":3,"successes":2,"#,
@@ -572,21 +561,6 @@ mod tests {
         assert_eq!(value["records"][2]["error"], "boom: \"quoted\"\n\ttab\u{1}\\");
         assert_eq!(value["records"][1]["released_ms"], serde_json::Value::Null);
         assert_eq!(value["liveness"]["recovery"][0]["first_success_after_ms"], 12.345);
-    }
-
-    #[test]
-    fn numbers_are_whole_when_they_can_be_and_null_when_not_finite() {
-        let json = |x: f64| serde_json::to_string(&Number(x)).unwrap();
-        assert_eq!(json(1.0), "1");
-        assert_eq!(json(0.0), "0");
-        assert_eq!(json(1.5), "1.5");
-        assert_eq!(json(2.0 / 3.0), "0.6666666666666666");
-        assert_eq!(json(f64::NAN), "null");
-        assert_eq!(json(f64::INFINITY), "null");
-        let ms = |d: Duration| serde_json::to_string(&Ms(d)).unwrap();
-        assert_eq!(ms(Duration::from_micros(1500)), "1.5");
-        assert_eq!(ms(Duration::from_secs(30)), "30000");
-        assert_eq!(ms(Duration::from_nanos(1_234_567_891)), "1234.568");
     }
 
     #[test]

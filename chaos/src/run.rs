@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::availability::AppliedFault;
-use crate::checker::{KeyObservation, Liveness, LostUpdates, Overlap};
+use crate::checker::{Excess, KeyObservation, Liveness, LostUpdates, Overlap};
 use crate::compose::ComposeOptions;
 use crate::error::HarnessError;
 use crate::history::{FaultWindow, LockRecord};
@@ -22,6 +22,29 @@ pub enum BackendChoice {
     Process,
     /// Services of a docker compose file (already up).
     Compose(Box<ComposeOptions>),
+}
+
+/// Which kind of lock the clients take.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Kind {
+    /// The plain lock, over several resources, with the read-modify-write witness.
+    #[default]
+    Lock,
+    /// A counting semaphore of this many permits on one resource: at most that many holders.
+    Semaphore(u32),
+    /// The read-write lock on one resource: every third acquire of a client is a write.
+    RwLock,
+}
+
+impl Kind {
+    /// Its name on the command line (`lock`, `semaphore`, `rwlock`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::Semaphore(_) => "semaphore",
+            Kind::RwLock => "rwlock",
+        }
+    }
 }
 
 /// What to run.
@@ -47,6 +70,8 @@ pub struct RunOptions {
     pub witness_url: Option<String>,
     /// Safe clients, or an unsafe negative control that must produce violations.
     pub mode: ClientMode,
+    /// What the clients take.
+    pub kind: Kind,
 }
 
 impl RunOptions {
@@ -64,6 +89,7 @@ impl RunOptions {
             backend: BackendChoice::Process,
             witness_url: None,
             mode: ClientMode::Safe,
+            kind: Kind::Lock,
         }
     }
 
@@ -85,7 +111,23 @@ impl RunOptions {
         if self.duration.is_zero() {
             return bad("duration must be positive, got 0s".into());
         }
-        Ok(())
+        match (self.kind, self.mode) {
+            (Kind::Semaphore(0), _) => bad("a semaphore needs at least 1 permit, got 0".into()),
+            (Kind::Lock, ClientMode::MajorityCounting) => bad(
+                "the majority-counting control counts semaphore permits: it needs the semaphore kind".into(),
+            ),
+            (Kind::Semaphore(_) | Kind::RwLock, ClientMode::SingleMaster | ClientMode::IgnoreValidity) => {
+                bad(format!(
+                    "the {} control runs plain locks, not the {} kind",
+                    self.mode.name(),
+                    self.kind.name()
+                ))
+            }
+            (Kind::RwLock, ClientMode::MajorityCounting) => {
+                bad("the majority-counting control counts semaphore permits, not read-write locks".into())
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -113,9 +155,11 @@ pub struct RunReport {
     pub masters: usize,
     /// When the last client finished (offset from the run start).
     pub run_end: Duration,
-    /// Every lock operation.
+    /// Every lock operation (for the read-write lock, the writes only; reads are in `kinds`).
     pub records: Vec<LockRecord>,
-    /// Successful acquisitions.
+    /// What the semaphore and read-write lock checks found; `None` for plain locks.
+    pub kinds: Option<KindFindings>,
+    /// Successful acquisitions (reads included).
     pub acquisitions: usize,
     /// Successful acquisitions whose attempt or hold overlapped a fault while it was active
     /// (a restart: while it took place).
@@ -144,6 +188,18 @@ pub struct RunReport {
     pub reasons: Vec<String>,
 }
 
+/// The semaphore's and the read-write lock's own findings. Their workload has no witness
+/// counter, so a kinds run has no lost-update check.
+#[derive(Debug, Clone, Default)]
+pub struct KindFindings {
+    /// Every read of a read-write lock (empty for a semaphore).
+    pub reads: Vec<LockRecord>,
+    /// Moments a semaphore had more holders than permits.
+    pub excesses: Vec<Excess>,
+    /// Readers that overlapped a writer.
+    pub reader_writer: Vec<Overlap>,
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -160,6 +216,7 @@ pub(crate) mod tests {
             masters: 5,
             run_end: Duration::from_secs(10),
             records: Vec::new(),
+            kinds: None,
             acquisitions: 0,
             acquisitions_under_faults: 0,
             applied: Vec::new(),
@@ -196,5 +253,24 @@ pub(crate) mod tests {
         opts.ttl = Duration::from_secs(1);
         opts.clients = 0;
         assert!(opts.validate().is_err());
+    }
+
+    #[test]
+    fn controls_are_refused_with_the_wrong_kind() {
+        let mut opts = RunOptions::new(*scenario::find("none").unwrap());
+        opts.mode = ClientMode::MajorityCounting;
+        let err = opts.validate().unwrap_err().to_string();
+        assert!(err.contains("semaphore"), "{err}");
+        opts.kind = Kind::Semaphore(2);
+        assert!(opts.validate().is_ok());
+        opts.kind = Kind::RwLock;
+        assert!(opts.validate().is_err());
+        opts.mode = ClientMode::SingleMaster;
+        let err = opts.validate().unwrap_err().to_string();
+        assert!(err.contains("rwlock"), "{err}");
+        opts.mode = ClientMode::Safe;
+        assert!(opts.validate().is_ok());
+        opts.kind = Kind::Semaphore(0);
+        assert!(opts.validate().unwrap_err().to_string().contains("permit"));
     }
 }

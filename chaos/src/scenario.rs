@@ -39,6 +39,9 @@ pub enum ScenarioKind {
     ResetMinority,
     /// Split clients into two groups, each seeing a different side.
     Partition,
+    /// One client group per master, each cut off from a different master: every group keeps a
+    /// majority, but no two groups share the same one.
+    SplitMajorities,
     /// Jump one master's wall clock forward past the TTL (out of model).
     ClockJump,
     /// Stall a client inside its hold past its validity (out of model).
@@ -59,7 +62,7 @@ pub struct Scenario {
 }
 
 /// Every scenario, in the order `list` shows them.
-pub const SCENARIOS: [Scenario; 14] = [
+pub const SCENARIOS: [Scenario; 15] = [
     Scenario {
         kind: ScenarioKind::None,
         name: "none",
@@ -133,6 +136,12 @@ pub const SCENARIOS: [Scenario; 14] = [
         summary: "two client groups: one sees only a minority, the other a majority",
     },
     Scenario {
+        kind: ScenarioKind::SplitMajorities,
+        name: "split-majorities",
+        in_model: true,
+        summary: "five client groups, each cut off from a different master: each keeps a different majority",
+    },
+    Scenario {
         kind: ScenarioKind::ClockJump,
         name: "clock-jump",
         in_model: false,
@@ -145,6 +154,9 @@ pub const SCENARIOS: [Scenario; 14] = [
         summary: "stall a client inside its hold for two TTLs (past its validity), twice",
     },
 ];
+
+/// Client groups of `split-majorities`: group `g` is cut off from master `g % masters`.
+pub const SPLIT_GROUPS: usize = 5;
 
 /// Looks a scenario up by name.
 pub fn find(name: &str) -> Result<&'static Scenario, HarnessError> {
@@ -175,10 +187,10 @@ pub struct ScheduleParams {
 impl Scenario {
     /// Number of client groups (each with its own proxies) the scenario needs.
     pub fn groups(&self) -> usize {
-        if self.kind == ScenarioKind::Partition {
-            2
-        } else {
-            1
+        match self.kind {
+            ScenarioKind::Partition => 2,
+            ScenarioKind::SplitMajorities => SPLIT_GROUPS,
+            _ => 1,
         }
     }
 
@@ -190,6 +202,7 @@ impl Scenario {
                 | ScenarioKind::Blackhole
                 | ScenarioKind::ResetMinority
                 | ScenarioKind::Partition
+                | ScenarioKind::SplitMajorities
         )
     }
 
@@ -337,6 +350,21 @@ impl Scenario {
                     },
                 );
                 push(frac(0.6), FaultAction::HealNetwork);
+            }
+            ScenarioKind::SplitMajorities => {
+                // Cutting one master off leaves a majority only from three masters on.
+                if n >= 3 {
+                    for group in 0..SPLIT_GROUPS {
+                        push(
+                            frac(0.1),
+                            FaultAction::Partition {
+                                group,
+                                masters: vec![group % n],
+                            },
+                        );
+                    }
+                    push(frac(0.8), FaultAction::HealNetwork);
+                }
             }
             ScenarioKind::ClockJump => {
                 let m = rng.below(n);
@@ -660,6 +688,30 @@ mod tests {
         cut.sort();
         assert_eq!(cut, vec![0, 1, 2, 3, 4]);
         assert_eq!(find("partition").unwrap().groups(), 2);
+    }
+
+    #[test]
+    fn split_majorities_cut_each_group_off_from_a_different_master() {
+        let s = find("split-majorities").unwrap();
+        assert_eq!(s.groups(), SPLIT_GROUPS);
+        let p = params(5);
+        let cut: Vec<(usize, Vec<usize>)> = s
+            .schedule(&p)
+            .iter()
+            .filter_map(|f| match &f.action {
+                FaultAction::Partition { group, masters } => Some((*group, masters.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cut, (0..5).map(|g| (g, vec![g])).collect::<Vec<_>>());
+        for group in 0..SPLIT_GROUPS {
+            assert!(no_majority(s, &p, group).is_empty(), "group {group}");
+        }
+        let two = ScheduleParams { masters: 2, ..p };
+        assert!(
+            s.schedule(&two).is_empty(),
+            "with 2 masters a cut would take the majority"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::time::Duration;
 use crate::availability::{self, AppliedFault};
 use crate::checker::{self, KeyObservation, Liveness};
 use crate::history::LockRecord;
+use crate::kinds_verdict;
 use crate::run::{RunOptions, RunReport, Verdict};
 use crate::workload::WorkloadStats;
 
@@ -31,13 +32,15 @@ pub struct Evidence {
     pub run_end: Duration,
     /// When every fault had been healed after the clients finished.
     pub healed: Duration,
-    /// Every lock operation.
+    /// Every lock operation (for the read-write lock, the writes).
     pub records: Vec<LockRecord>,
+    /// The reads of a read-write lock (empty for every other kind).
+    pub reads: Vec<LockRecord>,
     /// Every fault applied, the final heal included.
     pub applied: Vec<AppliedFault>,
     /// Workload totals.
     pub stats: WorkloadStats,
-    /// The witness counters' final total.
+    /// The witness counters' final total (0 for the kinds, whose workload has no witness).
     pub witness_total: u64,
     /// Lock keys seen on the masters after the TTL was waited out.
     pub observations: Vec<KeyObservation>,
@@ -54,19 +57,31 @@ pub fn assess(evidence: Evidence) -> RunReport {
         run_end,
         healed,
         records,
+        reads,
         applied,
         stats,
         witness_total,
         observations,
-        notes,
+        mut notes,
     } = evidence;
     let scenario = options.scenario;
     let groups = scenario.groups();
     let fault_windows = availability::fault_windows(&applied, run_end);
-    let overlaps = checker::overlaps(&records);
-    let acquisitions = records.iter().filter(|r| r.acquired.is_some()).count();
+    let (overlaps, kinds) = kinds_verdict::findings(options.kind, &records, reads);
+    // Every hold, reads included, needs a majority and counts for liveness.
+    let every: Vec<LockRecord> = match &kinds {
+        Some(k) => records.iter().chain(&k.reads).cloned().collect(),
+        None => records.clone(),
+    };
+    if kinds.is_some() {
+        notes.push(format!(
+            "the {} workload has no witness counter: no lost-update check",
+            options.kind.name()
+        ));
+    }
+    let acquisitions = every.iter().filter(|r| r.acquired.is_some()).count();
     let spans = availability::fault_spans(&applied, run_end);
-    let acquisitions_under_faults = checker::acquisitions_during(&records, &spans, run_end);
+    let acquisitions_under_faults = checker::acquisitions_during(&every, &spans, run_end);
     let mut acquired_without_majority = Vec::new();
     let mut liveness = Liveness {
         attempts: 0,
@@ -75,7 +90,7 @@ pub fn assess(evidence: Evidence) -> RunReport {
         recovery: Vec::new(),
     };
     for group in 0..groups {
-        let mine: Vec<LockRecord> = records
+        let mine: Vec<LockRecord> = every
             .iter()
             .filter(|r| r.client % groups == group)
             .cloned()
@@ -102,6 +117,7 @@ pub fn assess(evidence: Evidence) -> RunReport {
         options,
         run_end,
         records,
+        kinds,
         acquisitions,
         acquisitions_under_faults,
         applied,
@@ -133,7 +149,9 @@ pub fn judge(report: &mut RunReport) {
             report.acquired_without_majority.len()
         ));
     }
-    let violations = !report.overlaps.is_empty() || report.lost_updates.lost > 0;
+    let kind_violations = kinds_verdict::violations(report);
+    let violations = !report.overlaps.is_empty() || report.lost_updates.lost > 0 || kind_violations > 0;
+    let witness = report.kinds.is_none();
     if in_model {
         if !report.overlaps.is_empty() {
             fail.push(format!(
@@ -155,16 +173,19 @@ pub fn judge(report: &mut RunReport) {
         if !report.leaks.is_empty() {
             fail.push(format!("{} lock keys outlived their TTL", report.leaks.len()));
         }
-        if report.stats.increments == 0 {
+        fail.extend(kinds_verdict::failures(report));
+        if witness && report.stats.increments == 0 {
             unsure.push("no critical section completed, so the witness showed nothing".into());
+        }
+        if !witness && report.acquisitions == 0 {
+            unsure.push("no hold was taken, so the checks saw nothing".into());
         }
         if control.is_unsafe() {
             if violations {
                 report.notes.push(format!(
-                    "negative control ({} clients): the checker detected {} overlaps and {} lost increments, as it must",
+                    "negative control ({} clients): the checker detected {}, as it must",
                     control.name(),
-                    report.overlaps.len(),
-                    report.lost_updates.lost
+                    found(report, kind_violations)
                 ));
             } else {
                 unsure.push(format!(
@@ -175,9 +196,8 @@ pub fn judge(report: &mut RunReport) {
         }
     } else if violations {
         report.notes.push(format!(
-            "out of model: {} overlaps and {} lost increments observed, as this scenario allows",
-            report.overlaps.len(),
-            report.lost_updates.lost
+            "out of model: {} observed, as this scenario allows",
+            found(report, kind_violations)
         ));
     } else {
         report
@@ -192,6 +212,24 @@ pub fn judge(report: &mut RunReport) {
         Verdict::Pass
     };
     report.reasons = fail.into_iter().chain(unsure).collect();
+}
+
+/// What the checks found, in words: overlaps and lost increments for plain locks, overlaps and
+/// the kind's violations for the others (which have no witness).
+fn found(report: &RunReport, kind_violations: usize) -> String {
+    match &report.kinds {
+        None => format!(
+            "{} overlaps and {} lost increments",
+            report.overlaps.len(),
+            report.lost_updates.lost
+        ),
+        Some(_) => format!(
+            "{} overlaps and {} {} violations",
+            report.overlaps.len(),
+            kind_violations,
+            report.options.kind.name()
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -227,6 +265,7 @@ mod tests {
             run_end: ms(10_000),
             healed: ms(10_050),
             records,
+            reads: Vec::new(),
             applied: Vec::new(),
             stats: WorkloadStats {
                 increments,

@@ -42,15 +42,21 @@ pub enum ClientMode {
     /// Unsafe: hold for two to three TTLs and write without re-checking validity, so the
     /// lock expires under the writer and the next holder's increment is overwritten.
     IgnoreValidity,
+    /// Unsafe, for the semaphore only: permits counted on each master and held on a simple
+    /// majority of them ([`crate::kinds_workload::KindsMode::MajorityCounting`]), so that
+    /// clients missing different masters hold more permits than there are.
+    MajorityCounting,
 }
 
 impl ClientMode {
-    /// Its name on the command line (`safe`, `single-master`, `ignore-validity`).
+    /// Its name on the command line (`safe`, `single-master`, `ignore-validity`,
+    /// `majority-counting`).
     pub fn name(self) -> &'static str {
         match self {
             ClientMode::Safe => "safe",
             ClientMode::SingleMaster => "single-master",
             ClientMode::IgnoreValidity => "ignore-validity",
+            ClientMode::MajorityCounting => "majority-counting",
         }
     }
 
@@ -105,7 +111,7 @@ impl WorkloadOptions {
     pub fn with_mode(self, mode: ClientMode) -> WorkloadOptions {
         let hold = match mode {
             ClientMode::IgnoreValidity => (self.ttl * 2, self.ttl * 3),
-            ClientMode::Safe | ClientMode::SingleMaster => self.hold,
+            ClientMode::Safe | ClientMode::SingleMaster | ClientMode::MajorityCounting => self.hold,
         };
         WorkloadOptions { mode, hold, ..self }
     }
@@ -174,7 +180,7 @@ pub async fn run(
         let urls = &group_urls[id % group_urls.len()];
         let urls: Vec<String> = match opts.mode {
             ClientMode::SingleMaster => urls.get(id % urls.len().max(1)).cloned().into_iter().collect(),
-            ClientMode::Safe | ClientMode::IgnoreValidity => urls.clone(),
+            ClientMode::Safe | ClientMode::IgnoreValidity | ClientMode::MajorityCounting => urls.clone(),
         };
         let locks = Quorlock::builder()
             .nodes(urls)

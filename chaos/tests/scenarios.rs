@@ -86,6 +86,7 @@ fn every_in_model_scenario_has_a_test_here() {
         "blackhole",
         "reset-minority",
         "partition",
+        "split-majorities",
     ];
     let in_model: Vec<&str> = SCENARIOS.iter().filter(|s| s.in_model).map(|s| s.name).collect();
     assert_eq!(in_model, covered, "add a test for each new in-model scenario");
@@ -153,5 +154,11 @@ async fn reset_minority() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partition() {
     let report = run_in_model("partition").await;
+    assert!(report.acquisitions_under_faults > 0, "{}", report.summary());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_majorities() {
+    let report = run_in_model("split-majorities").await;
     assert!(report.acquisitions_under_faults > 0, "{}", report.summary());
 }

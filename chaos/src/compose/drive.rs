@@ -25,7 +25,7 @@ use crate::error::HarnessError;
 use crate::faults::FaultAction;
 use crate::history::RunClock;
 use crate::leaks::scan_lock_keys;
-use crate::run::{RunOptions, RunReport};
+use crate::run::{Kind, RunOptions, RunReport};
 use crate::scenario::ScheduleParams;
 use crate::server::connect;
 use crate::verdict::{self, Evidence};
@@ -49,6 +49,12 @@ pub async fn run(
     binary: &Path,
 ) -> Result<RunReport, HarnessError> {
     opts.validate()?;
+    if opts.kind != Kind::Lock {
+        return Err(HarnessError::InvalidOptions(format!(
+            "clients in containers run plain locks only, not the {} kind; run it without clients in containers",
+            opts.kind.name()
+        )));
+    }
     let mut compose = project.compose()?;
     let masters = compose.len();
     let scenario = opts.scenario;
@@ -159,6 +165,7 @@ pub async fn run(
         run_end,
         healed,
         records,
+        reads: Vec::new(),
         applied,
         stats,
         witness_total,

@@ -102,6 +102,10 @@ pub async fn run(args: ClientArgs) -> ExitCode {
     };
     let history = History::new(RunClock::starting_at(origin));
     let mode = args.unsafe_mode.map_or(ClientMode::Safe, ClientMode::from);
+    if mode == ClientMode::MajorityCounting {
+        eprintln!("error: --unsafe majority-counting runs the semaphore, which container clients do not run");
+        return ExitCode::from(64);
+    }
     let seed = args.seed ^ (args.group as u64).wrapping_mul(0xA076_1D64_78BD_642F);
     let opts = WorkloadOptions {
         resources: args.resources,

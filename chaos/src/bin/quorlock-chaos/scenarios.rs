@@ -4,8 +4,10 @@
 //!
 //! `run` exits with 0 on pass or inconclusive, 1 when a required property failed (in any
 //! of the scenarios run), 2 when the
-//! harness itself failed. `--unsafe MODE` runs deliberately unsafe clients (a negative
-//! control): the checker must then find violations, so the expected exit code is 1.
+//! harness itself failed. `--kind semaphore|rwlock` runs the other kinds under the same
+//! scenarios (`--permits P` for the semaphore). `--unsafe MODE` runs deliberately unsafe
+//! clients (a negative control): the checker must then find violations, so the expected exit
+//! code is 1; `majority-counting` is the semaphore's control.
 //! While it runs, a progress line goes to stderr.
 
 use std::io::{IsTerminal as _, Write as _};
@@ -17,7 +19,7 @@ use clap::ValueEnum;
 use quorlock_chaos::compose::drive as compose_drive;
 use quorlock_chaos::compose::project::{ComposeProject, ProjectSpec};
 use quorlock_chaos::drive::{self, Progress};
-use quorlock_chaos::run::{BackendChoice, RunOptions, RunReport, Verdict};
+use quorlock_chaos::run::{BackendChoice, Kind, RunOptions, RunReport, Verdict};
 use quorlock_chaos::workload::ClientMode;
 use quorlock_chaos::HarnessError;
 use quorlock_chaos::{scenario, ComposeOptions, Scenario, SCENARIOS};
@@ -77,8 +79,17 @@ pub struct RunArgs {
     #[arg(long)]
     witness: Option<String>,
     /// Negative control: run deliberately unsafe clients; the checker must report violations.
+    /// `single-master` and `ignore-validity` run plain locks; `majority-counting` needs
+    /// `--kind semaphore`.
     #[arg(long = "unsafe", value_enum)]
     unsafe_mode: Option<UnsafeArg>,
+    /// What the clients take: plain locks (over `--resources`, with the witness), a counting
+    /// semaphore of `--permits` permits, or the read-write lock (both of these on one resource).
+    #[arg(long, value_enum, default_value_t = KindArg::Lock)]
+    kind: KindArg,
+    /// Permits of the semaphore (`--kind semaphore`).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    permits: u32,
     /// No progress line on stderr.
     #[arg(long)]
     quiet: bool,
@@ -91,6 +102,29 @@ pub enum UnsafeArg {
     SingleMaster,
     /// Clients hold for 2-3 TTLs and write without re-checking their validity.
     IgnoreValidity,
+    /// Semaphore permits counted on each master and held on a simple majority of them.
+    MajorityCounting,
+}
+
+/// The kinds `--kind` offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KindArg {
+    /// The plain lock.
+    Lock,
+    /// The counting semaphore.
+    Semaphore,
+    /// The read-write lock.
+    Rwlock,
+}
+
+impl KindArg {
+    fn with_permits(self, permits: u32) -> Kind {
+        match self {
+            KindArg::Lock => Kind::Lock,
+            KindArg::Semaphore => Kind::Semaphore(permits),
+            KindArg::Rwlock => Kind::RwLock,
+        }
+    }
 }
 
 impl From<UnsafeArg> for ClientMode {
@@ -98,6 +132,7 @@ impl From<UnsafeArg> for ClientMode {
         match arg {
             UnsafeArg::SingleMaster => ClientMode::SingleMaster,
             UnsafeArg::IgnoreValidity => ClientMode::IgnoreValidity,
+            UnsafeArg::MajorityCounting => ClientMode::MajorityCounting,
         }
     }
 }
@@ -268,11 +303,16 @@ async fn run_one(
         backend,
         witness_url: args.witness.clone(),
         mode: args.unsafe_mode.map_or(ClientMode::Safe, ClientMode::from),
+        kind: args.kind.with_permits(args.permits),
     };
     let _ = writeln!(
         std::io::stderr(),
-        "running {} with seed {}{}",
+        "running {} ({}) with seed {}{}",
         opts.scenario.name,
+        match opts.kind {
+            Kind::Semaphore(p) => format!("semaphore of {p} permits"),
+            kind => kind.name().to_string(),
+        },
         opts.seed,
         if opts.mode.is_unsafe() {
             format!(" and UNSAFE {} clients", opts.mode.name())
@@ -375,7 +415,7 @@ mod tests {
         assert_eq!(names("latency"), vec!["latency"]);
         assert_eq!(names("none, blackhole"), vec!["none", "blackhole"]);
         assert_eq!(names("all").len(), SCENARIOS.len());
-        assert_eq!(names("in-model").len(), 11);
+        assert_eq!(names("in-model").len(), 12);
         assert_eq!(
             names("out-of-model"),
             vec!["restart-minority-wipe-immediate", "clock-jump", "client-pause"]
@@ -418,5 +458,36 @@ mod tests {
         assert!(args.json);
         assert_eq!(args.svg, Some(PathBuf::from("out.svg")));
         assert_eq!(args.backend, BackendArg::Process);
+        assert_eq!(args.kind.with_permits(args.permits), Kind::Lock);
+    }
+
+    #[test]
+    fn kinds_and_their_control_parse() {
+        use clap::Parser as _;
+        let parse = |extra: &[&str]| {
+            let mut line = vec!["run", "--scenario", "partition"];
+            line.extend_from_slice(extra);
+            Wrapper::try_parse_from(line).map(|w| w.args)
+        };
+        let args = parse(&["--kind", "semaphore"]).unwrap();
+        assert_eq!(args.kind.with_permits(args.permits), Kind::Semaphore(2));
+        let args = parse(&[
+            "--kind",
+            "semaphore",
+            "--permits",
+            "3",
+            "--unsafe",
+            "majority-counting",
+        ])
+        .unwrap();
+        assert_eq!(args.kind.with_permits(args.permits), Kind::Semaphore(3));
+        assert_eq!(
+            args.unsafe_mode.map(ClientMode::from),
+            Some(ClientMode::MajorityCounting)
+        );
+        let args = parse(&["--kind", "rwlock"]).unwrap();
+        assert_eq!(args.kind.with_permits(args.permits), Kind::RwLock);
+        assert!(parse(&["--kind", "semaphore", "--permits", "0"]).is_err());
+        assert!(parse(&["--kind", "mutex"]).is_err());
     }
 }
