@@ -51,6 +51,11 @@ fn clock_jumps_beyond_the_drift_allowance_are_caught() {
 }
 
 #[test]
+fn a_fair_lock_that_skips_its_queue_is_caught() {
+    caught(Control::FairSkipsQueue);
+}
+
+#[test]
 fn control_names_round_trip_and_unknown_ones_are_refused() {
     for control in Control::ALL {
         assert_eq!(control.name().parse::<Control>(), Ok(control));

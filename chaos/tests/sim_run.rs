@@ -19,6 +19,23 @@ fn one_seed_gives_one_history_byte_for_byte() {
     let again = run_seed(seed(7, 10)).expect("a run");
     assert!(first.acquisitions > 0, "the clients acquired nothing: {first:?}");
     assert!(first.faults > 0, "no fault was injected: {first:?}");
+    // Every kind took part, and holds were kept alive and extended.
+    for kind in [
+        "plain",
+        "fenced",
+        "reentrant",
+        "multi",
+        "fair",
+        "semaphore",
+        "read",
+        "write",
+    ] {
+        assert!(
+            first.by_kind.get(kind).is_some_and(|&n| n > 0),
+            "no {kind} hold: {first:?}"
+        );
+    }
+    assert!(first.kept_alive > 0 && first.extends.0 > 0, "{first:?}");
     assert_eq!(first.history_hash, again.history_hash);
     assert_eq!(first.commands, again.commands);
 }
