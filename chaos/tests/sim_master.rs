@@ -368,6 +368,13 @@ fn differential_multi_reentrant_fair_scripts() {
 }
 
 #[test]
+fn differential_semaphore_and_rwlock_scripts() {
+    let mut pair = differential::Pair::start();
+    scripts::semaphore_and_rwlock(&mut pair);
+    assert!(pair.published.iter().any(|(channel, _)| channel == b"rw:chan"));
+}
+
+#[test]
 fn a_runaway_script_is_stopped_and_the_master_goes_on() {
     let mut m = master(Flavor::Redis70, Persistence::None);
     let reply = run(&mut m, T0, &["EVAL", "while true do end", "0"]);
