@@ -94,13 +94,29 @@ impl SeedOutcome {
 
 /// Runs one seed.
 pub fn run_seed(config: SeedConfig) -> Result<SeedOutcome, SimError> {
+    let skip_queue = config.control == Some(Control::FairSkipsQueue);
+    run(config, skip_queue)
+}
+
+/// Runs one seed of the `fair-skips-queue` control's workload (fair locks only, no fault) with the
+/// library's switch left off: the twin that shows the control's violations come from the switch.
+pub fn run_fair_without_skipping(seed: u64, simulated: Duration) -> Result<SeedOutcome, SimError> {
+    let config = SeedConfig {
+        seed,
+        simulated,
+        control: Some(Control::FairSkipsQueue),
+    };
+    run(config, false)
+}
+
+fn run(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, SimError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .map_err(|e| SimError::Runtime(e.to_string()))?;
     let local = tokio::task::LocalSet::new();
-    runtime.block_on(local.run_until(simulate(config)))
+    runtime.block_on(local.run_until(simulate(config, skip_queue)))
 }
 
 fn flavor(i: u64) -> Flavor {
@@ -111,7 +127,7 @@ fn flavor(i: u64) -> Flavor {
     }
 }
 
-async fn simulate(config: SeedConfig) -> Result<SeedOutcome, SimError> {
+async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, SimError> {
     let start = Instant::now();
     let mut rng = StdRng::seed_from_u64(config.seed);
     let control = config.control;
@@ -202,7 +218,7 @@ async fn simulate(config: SeedConfig) -> Result<SeedOutcome, SimError> {
             .environment(Arc::new(SimEnv::new(rng.random(), start, T0)))
             .restart_grace(Duration::from_millis(TTL_MS.1))
             .enforce_restart_grace(control != Some(Control::WipeWithoutGrace))
-            .unsafe_fair_skips_queue_for_tests(control == Some(Control::FairSkipsQueue));
+            .unsafe_fair_skips_queue_for_tests(skip_queue);
         if control == Some(Control::QuorumOfOne) {
             builder = builder.master(Arc::new(SimLink::new(c % MASTERS, wire.clone())));
         } else {

@@ -28,8 +28,8 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "30s", value_parser = crate::duration::parse)]
     simulated: Duration,
     /// Break one safety assumption on purpose: quorum-of-one, ignore-validity,
-    /// wipe-without-grace, clock-jump, pause-unfenced. The run then succeeds only if the checks
-    /// report violations.
+    /// wipe-without-grace, clock-jump, pause-unfenced, fair-skips-queue. The run then succeeds
+    /// only if the checks report violations.
     #[arg(long)]
     control: Option<Control>,
     /// Print the totals as JSON.
