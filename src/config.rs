@@ -83,6 +83,11 @@ pub struct Config {
     pub wake_on_release: bool,
     /// Whether waiters of this process for the same resource queue locally first.
     pub local_queue: bool,
+    /// Out of model, for the negative controls of the simulation only: a fair acquire takes a free
+    /// lock without waiting for its turn. Always `false` unless the `seam` feature's
+    /// `QuorlockBuilder::unsafe_fair_skips_queue_for_tests` turned it on.
+    #[cfg(feature = "seam")]
+    pub(crate) unsafe_fair_skips_queue: bool,
 }
 
 /// Where one master comes from.
@@ -141,6 +146,8 @@ pub struct QuorlockBuilder {
     wake_on_release: bool,
     local_queue: bool,
     pub(crate) environment: Option<Arc<dyn crate::seam::Environment>>,
+    #[cfg(feature = "seam")]
+    unsafe_fair_skips_queue: bool,
 }
 
 impl std::fmt::Debug for QuorlockBuilder {
@@ -182,6 +189,8 @@ impl Default for QuorlockBuilder {
             wake_on_release: DEFAULT_WAKE_ON_RELEASE,
             local_queue: DEFAULT_LOCAL_QUEUE,
             environment: None,
+            #[cfg(feature = "seam")]
+            unsafe_fair_skips_queue: false,
         }
     }
 }
@@ -217,6 +226,18 @@ impl QuorlockBuilder {
     #[cfg(feature = "seam")]
     pub fn environment(mut self, environment: Arc<dyn crate::seam::Environment>) -> Self {
         self.environment = Some(environment);
+        self
+    }
+
+    /// Breaks the fair lock on purpose, for a negative control of the deterministic simulation: with
+    /// `true`, a fair acquire takes a free lock whether or not earlier waiters are queued (its
+    /// ticket is still queued and refreshed, only the turn is not waited for). Never use it
+    /// otherwise: it throws away the fair lock's order. Off by default, and with `false` nothing
+    /// changes. Needs the `seam` feature.
+    #[cfg(feature = "seam")]
+    #[doc(hidden)]
+    pub fn unsafe_fair_skips_queue_for_tests(mut self, on: bool) -> Self {
+        self.unsafe_fair_skips_queue = on;
         self
     }
 
@@ -376,6 +397,8 @@ impl QuorlockBuilder {
             tls_client_certificate: self.tls_client_certificate.clone(),
             wake_on_release: self.wake_on_release,
             local_queue: self.local_queue,
+            #[cfg(feature = "seam")]
+            unsafe_fair_skips_queue: self.unsafe_fair_skips_queue,
         })
     }
 }

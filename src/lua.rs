@@ -76,6 +76,15 @@ pub(crate) const FAIR_ACQUIRE_SCRIPT: &str = concat!(
     include_str!("scripts/fair_common.lua"),
     include_str!("scripts/fair_acquire.lua")
 );
+/// Out of model, for the simulation's negative control only
+/// (`QuorlockBuilder::unsafe_fair_skips_queue_for_tests`): the fair acquire with its queue check
+/// taken out, so that a later ticket can take a free lock ahead of earlier waiters.
+#[cfg(feature = "seam")]
+pub(crate) const FAIR_ACQUIRE_SKIPPING_QUEUE_SCRIPT: &str = concat!(
+    include_str!("scripts/fair_common.lua"),
+    include_str!("scripts/fair_skip_queue_for_tests.lua"),
+    include_str!("scripts/fair_acquire.lua")
+);
 /// A fair lock's release, naming the next live waiter.
 pub(crate) const FAIR_RELEASE_SCRIPT: &str = concat!(
     include_str!("scripts/fair_common.lua"),

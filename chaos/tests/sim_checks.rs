@@ -32,7 +32,17 @@ fn hold(client: usize, kind: Kind, resource: &str, from: u64, to: u64) -> SimRec
         stale: 0,
         paused: false,
         reentered: false,
+        permit: None,
+        kept_alive: false,
+        extended: None,
+        lost: None,
     }
+}
+
+fn permit(client: usize, slot: u32, from: u64, to: u64) -> SimRecord {
+    let mut r = hold(client, Kind::Semaphore, "semaphore:0", from, to);
+    r.permit = Some(slot);
+    r
 }
 
 #[test]
@@ -52,6 +62,71 @@ fn overlapping_holds_of_two_clients_are_flagged_and_disjoint_ones_are_not() {
     late.releasing = Some(ms(4_000));
     late.validity_end = Some(ms(900));
     assert!(checks::exclusion(&[late, hold(1, Kind::Plain, "plain:0", 950, 1_000)]).is_empty());
+}
+
+#[test]
+fn a_hold_ends_at_its_loss_signal_and_a_renewed_one_at_its_last_validity() {
+    // Kept alive past its TTL: the validity the guard last confirmed counts.
+    let mut kept = hold(0, Kind::Plain, "plain:0", 0, 3_000);
+    kept.kept_alive = true;
+    kept.validity_end = Some(ms(3_200));
+    let after = hold(1, Kind::Plain, "plain:0", 2_000, 2_100);
+    assert_eq!(checks::exclusion(&[kept.clone(), after.clone()]).len(), 1);
+    // The watchdog said it was lost at 1.5 s: the hold is over there, whatever came later.
+    kept.lost = Some(ms(1_500));
+    assert!(checks::exclusion(&[kept.clone(), after.clone()]).is_empty());
+    let early = hold(1, Kind::Plain, "plain:0", 1_400, 1_450);
+    assert_eq!(checks::exclusion(&[kept, early]).len(), 1);
+}
+
+#[test]
+fn more_semaphore_holders_than_permits_or_two_on_one_slot_are_flagged() {
+    let two = [permit(0, 0, 0, 500), permit(1, 1, 100, 600)];
+    assert!(checks::semaphore(&two).is_empty());
+    // Permits do not count against the exclusion of the other kinds.
+    assert!(checks::exclusion(&two).is_empty());
+    let three = [
+        permit(0, 0, 0, 500),
+        permit(1, 1, 100, 600),
+        permit(2, 0, 200, 300),
+    ];
+    let found = checks::semaphore(&three);
+    assert!(found.iter().any(|v| v.contains("3 holders")), "{found:?}");
+    assert!(found.iter().any(|v| v.contains("slot 0")), "{found:?}");
+    // Two on one slot, below the permits: the slot check alone sees it.
+    let shared = [permit(0, 1, 0, 500), permit(1, 1, 100, 600)];
+    assert_eq!(checks::semaphore(&shared).len(), 1);
+    // One after the other on a slot is fine.
+    assert!(checks::semaphore(&[
+        permit(0, 1, 0, 100),
+        permit(1, 1, 100, 600),
+        permit(2, 0, 50, 700)
+    ])
+    .is_empty());
+}
+
+#[test]
+fn a_reader_beside_a_writer_or_two_writers_are_flagged_and_readers_together_are_not() {
+    let readers = [
+        hold(0, Kind::Read, "rw:0", 0, 500),
+        hold(1, Kind::Read, "rw:0", 100, 600),
+    ];
+    assert!(checks::readers_and_writers(&readers).is_empty());
+    assert!(checks::exclusion(&readers).is_empty());
+    let mut with_writer = readers.to_vec();
+    with_writer.push(hold(2, Kind::Write, "rw:0", 550, 700));
+    assert_eq!(checks::readers_and_writers(&with_writer).len(), 1);
+    let after = [readers[0].clone(), hold(2, Kind::Write, "rw:0", 500, 700)];
+    assert!(checks::readers_and_writers(&after).is_empty());
+    // On another resource a writer meets nobody.
+    assert!(
+        checks::readers_and_writers(&[readers[0].clone(), hold(2, Kind::Write, "rw:1", 0, 700)]).is_empty()
+    );
+    let writers = [
+        hold(0, Kind::Write, "rw:0", 0, 500),
+        hold(1, Kind::Write, "rw:0", 400, 600),
+    ];
+    assert_eq!(checks::exclusion(&writers).len(), 1);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use quorlock_chaos::sim::controls::Control;
-use quorlock_chaos::sim::run::{run_seed, SeedConfig};
+use quorlock_chaos::sim::run::{run_fair_without_skipping, run_seed, SeedConfig};
 
 /// Seeds tried per control before the test gives up (each finds violations in its first seeds).
 const SEEDS: u64 = 10;
@@ -48,6 +48,25 @@ fn wiped_restarts_without_grace_are_caught() {
 #[test]
 fn clock_jumps_beyond_the_drift_allowance_are_caught() {
     caught(Control::ClockJump);
+}
+
+#[test]
+fn a_fair_lock_that_skips_its_queue_is_caught() {
+    caught(Control::FairSkipsQueue);
+}
+
+/// The same fair-only, fault-free runs with the switch off pass: what the control catches is the
+/// skipped queue check, not its workload, and the switch changes nothing while off.
+#[test]
+fn the_fair_control_without_its_switch_passes() {
+    for seed in 0..3 {
+        let outcome = run_fair_without_skipping(seed, Duration::from_secs(20)).expect("a run");
+        assert!(outcome.passed(), "seed {seed}: {outcome:#?}");
+        assert!(
+            outcome.by_kind.get("fair").is_some_and(|&n| n > 50),
+            "{outcome:?}"
+        );
+    }
 }
 
 #[test]

@@ -368,6 +368,13 @@ fn differential_multi_reentrant_fair_scripts() {
 }
 
 #[test]
+fn differential_semaphore_and_rwlock_scripts() {
+    let mut pair = differential::Pair::start();
+    scripts::semaphore_and_rwlock(&mut pair);
+    assert!(pair.published.iter().any(|(channel, _)| channel == b"rw:chan"));
+}
+
+#[test]
 fn a_runaway_script_is_stopped_and_the_master_goes_on() {
     let mut m = master(Flavor::Redis70, Persistence::None);
     let reply = run(&mut m, T0, &["EVAL", "while true do end", "0"]);
@@ -375,4 +382,29 @@ fn a_runaway_script_is_stopped_and_the_master_goes_on() {
     assert!(text.starts_with("ERR Script killed"), "{text}");
     assert!(text.contains("on @user_script:1."), "{text}");
     assert_eq!(run(&mut m, T0, &["EVAL", "return 7", "0"]), Value::Int(7));
+}
+
+#[test]
+fn zcount_and_zremrangebyscore_follow_the_score_range() {
+    let mut m = master(Flavor::Redis70, Persistence::None);
+    run(&mut m, T0, &["ZADD", "z", "1", "a", "2", "b", "3", "c"]);
+    assert_eq!(run(&mut m, T0, &["ZCOUNT", "z", "(1", "+inf"]), Value::Int(2));
+    assert_eq!(
+        run(&mut m, T0, &["ZCOUNT", "nope", "-inf", "+inf"]),
+        Value::Int(0)
+    );
+    assert!(error_text(&run(&mut m, T0, &["ZCOUNT", "z", "x", "1"])).contains("not a float"));
+    assert_eq!(
+        run(&mut m, T0, &["ZREMRANGEBYSCORE", "z", "-inf", "2"]),
+        Value::Int(2)
+    );
+    assert_eq!(run(&mut m, T0, &["ZCARD", "z"]), Value::Int(1));
+    // Removing the last member removes the key.
+    assert_eq!(
+        run(&mut m, T0, &["ZREMRANGEBYSCORE", "z", "3", "3"]),
+        Value::Int(1)
+    );
+    assert_eq!(run(&mut m, T0, &["EXISTS", "z"]), Value::Int(0));
+    run(&mut m, T0, &["SET", "s", "v"]);
+    assert!(error_text(&run(&mut m, T0, &["ZREMRANGEBYSCORE", "s", "0", "1"])).starts_with("WRONGTYPE"));
 }

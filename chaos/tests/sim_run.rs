@@ -19,6 +19,23 @@ fn one_seed_gives_one_history_byte_for_byte() {
     let again = run_seed(seed(7, 10)).expect("a run");
     assert!(first.acquisitions > 0, "the clients acquired nothing: {first:?}");
     assert!(first.faults > 0, "no fault was injected: {first:?}");
+    // Every kind took part, and holds were kept alive and extended.
+    for kind in [
+        "plain",
+        "fenced",
+        "reentrant",
+        "multi",
+        "fair",
+        "semaphore",
+        "read",
+        "write",
+    ] {
+        assert!(
+            first.by_kind.get(kind).is_some_and(|&n| n > 0),
+            "no {kind} hold: {first:?}"
+        );
+    }
+    assert!(first.kept_alive > 0 && first.extends.0 > 0, "{first:?}");
     assert_eq!(first.history_hash, again.history_hash);
     assert_eq!(first.commands, again.commands);
 }
@@ -47,5 +64,19 @@ fn in_model_seeds_pass_every_check() {
 #[test]
 fn regression_seed_1000289_concurrent_first_fenced_acquires_on_fresh_masters() {
     let outcome = run_seed(seed(1_000_289, 30)).expect("a run");
+    assert!(outcome.passed(), "{outcome:#?}");
+}
+
+/// Open, found by seed 3000033 (with the workload as of this test; a change to the workload or the
+/// fault plan gives the seed another history): the three masters without persistence all crash between 12 s and
+/// 23 s. Clients that made no fenced acquire between those crashes set all three aside for a
+/// fencing repair, and a repair needs the counters of a majority of the other, intact masters, of
+/// which they see only two; they give up on every fenced acquire to the end of the run, with
+/// "fencing counter missing or behind", although other clients repaired those masters. Run with
+/// `--ignored` once fixed, and drop the `ignore`.
+#[test]
+#[ignore = "open liveness finding in the fencing repair; see the comment"]
+fn regression_seed_3000033_fenced_acquires_after_a_majority_of_wiped_masters() {
+    let outcome = run_seed(seed(3_000_033, 30)).expect("a run");
     assert!(outcome.passed(), "{outcome:#?}");
 }

@@ -149,6 +149,8 @@ pub(crate) struct FairWaiter {
     /// Drawn for this acquisition alone: the lock's value while we hold it.
     token: Arc<str>,
     channel: String,
+    /// The acquire script: [`ACQUIRE_SCRIPT`], unless a test broke the lock on purpose.
+    acquire_script: &'static str,
 }
 
 impl fmt::Debug for FairWaiter {
@@ -167,16 +169,25 @@ impl FairWaiter {
         let queue = format!("{lock}{FAIR_QUEUE_SUFFIX}");
         let deadlines = format!("{lock}{FAIR_DEADLINES_SUFFIX}");
         let channel = release_channel(&lock);
+        #[cfg(feature = "seam")]
+        let acquire_script = if inner.config().unsafe_fair_skips_queue {
+            crate::lua::FAIR_ACQUIRE_SKIPPING_QUEUE_SCRIPT
+        } else {
+            ACQUIRE_SCRIPT
+        };
+        #[cfg(not(feature = "seam"))]
+        let acquire_script = ACQUIRE_SCRIPT;
         Self {
             keys: [lock.into(), queue.into(), deadlines.into()],
             ticket,
             token,
             channel,
+            acquire_script,
         }
     }
 
     fn acquire_cmd(&self, ttl_ms: u64, heartbeat_ms: u64) -> Cmd {
-        let mut cmd = eval(ACQUIRE_SCRIPT, &self.keys);
+        let mut cmd = eval(self.acquire_script, &self.keys);
         cmd.arg(&self.ticket.id)
             .arg(self.ticket.at_ms)
             .arg(ttl_ms)
@@ -460,6 +471,7 @@ mod tests {
             },
             token: token.into(),
             channel: "c".into(),
+            acquire_script: ACQUIRE_SCRIPT,
         };
         let shown = format!("{waiter:?}");
         assert!(shown.contains("p:l") && shown.contains("ff"), "{shown}");

@@ -1,8 +1,11 @@
 //! The checks a simulated run must pass, on simulated time: mutual exclusion over safe intervals
 //! per resource (the chaos checker's sweep, reused), one owner per reentrant lock, all-or-nothing
 //! multi-resource holds, fencing tokens that never go backwards, grants of a fair lock in ticket
-//! order, no lost update of the witness, liveness when nothing stands in the way, and no key left
-//! behind. Pure functions over the records, so each is unit-tested with a case that must fail.
+//! order, no more semaphore holders than permits (and one holder per slot), no reader beside a
+//! writer, no lost update of the witness, liveness when nothing stands in the way, and no key left
+//! behind. A hold's safe interval runs from its acquire to the earliest of its last confirmed
+//! validity, its release and the moment it learnt the lock was lost. Pure functions over the
+//! records, so each is unit-tested with a case that must fail.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,7 +13,7 @@ use std::time::Duration;
 use crate::checker;
 use crate::history::{FaultWindow, LockRecord};
 
-use super::workload::{Kind, SimRecord};
+use super::workload::{Kind, SimRecord, SEMAPHORE_PERMITS};
 
 /// How long after a waiter's call its ticket is surely in every reachable queue (a round trip
 /// and more, with no fault).
@@ -22,9 +25,19 @@ pub const QUIET_BEFORE: Duration = Duration::from_secs(7);
 
 /// The chaos checker's records, one per held resource.
 pub fn lock_records(records: &[SimRecord]) -> Vec<LockRecord> {
+    records_of(records.iter())
+}
+
+/// The chaos checker's records of `records`, one per held resource, whose validity ends at the
+/// loss signal if the holder had one earlier.
+fn records_of<'a>(records: impl Iterator<Item = &'a SimRecord>) -> Vec<LockRecord> {
     let mut out = Vec::new();
     for r in records {
         let Some(acquired) = r.acquired else { continue };
+        let validity_end = match (r.validity_end, r.lost) {
+            (Some(valid), Some(lost)) => Some(valid.min(lost)),
+            (valid, lost) => valid.or(lost),
+        };
         for resource in &r.resources {
             out.push(LockRecord {
                 client: r.client,
@@ -32,7 +45,7 @@ pub fn lock_records(records: &[SimRecord]) -> Vec<LockRecord> {
                 token: String::new(),
                 invoked: r.invoked,
                 acquired: Some(acquired),
-                validity_end: r.validity_end,
+                validity_end,
                 released: Some(r.releasing.unwrap_or(r.ended)),
                 fencing: r.fencing,
                 error: None,
@@ -42,14 +55,88 @@ pub fn lock_records(records: &[SimRecord]) -> Vec<LockRecord> {
     out
 }
 
-/// Overlapping safe intervals of different owners (a reentrant owner is its client).
+/// Overlapping safe intervals of different owners (a reentrant owner is its client), for every
+/// kind that excludes: all but the semaphore's permits and the read holds (checked by
+/// [`semaphore`] and [`readers_and_writers`]), so two writers of a read-write lock are here.
 pub fn exclusion(records: &[SimRecord]) -> Vec<String> {
-    checker::overlaps(&lock_records(records))
+    let exclusive = records
+        .iter()
+        .filter(|r| !matches!(r.kind, Kind::Semaphore | Kind::Read));
+    checker::overlaps(&records_of(exclusive))
         .into_iter()
         .filter(|o| o.first.client != o.second.client)
         .map(|o| {
             format!(
                 "mutual exclusion: {} held by c{} from {:?} and by c{} from {:?}, {:?} of overlap",
+                o.resource,
+                o.first.client,
+                o.first.acquired.unwrap_or_default(),
+                o.second.client,
+                o.second.acquired.unwrap_or_default(),
+                o.overlap
+            )
+        })
+        .collect()
+}
+
+/// More holders of a semaphore at once than its [`SEMAPHORE_PERMITS`] permits, and two holders of
+/// one slot at once (a slot is a plain lock of its own).
+pub fn semaphore(records: &[SimRecord]) -> Vec<String> {
+    let permits = records.iter().filter(|r| r.kind == Kind::Semaphore);
+    let holds = records_of(permits.clone());
+    let mut found: Vec<String> = checker::too_many_holders(&holds, SEMAPHORE_PERMITS as usize)
+        .into_iter()
+        .map(|e| {
+            let holders: Vec<String> = e
+                .holders
+                .iter()
+                .map(|h| format!("c{} from {:?}", h.client, h.acquired.unwrap_or_default()))
+                .collect();
+            format!(
+                "semaphore: {} had {} holders at {:?} ({}), above its {SEMAPHORE_PERMITS} permits",
+                e.resource,
+                e.holders.len(),
+                e.at,
+                holders.join(", ")
+            )
+        })
+        .collect();
+    let mut slots = records_of(permits);
+    for (slot, r) in slots.iter_mut().zip(
+        records
+            .iter()
+            .filter(|r| r.kind == Kind::Semaphore && r.acquired.is_some()),
+    ) {
+        slot.resource = format!(
+            "{} slot {}",
+            slot.resource,
+            r.permit.map_or("?".to_owned(), |p| p.to_string())
+        );
+    }
+    found.extend(checker::overlaps(&slots).into_iter().map(|o| {
+        format!(
+            "semaphore: {} held by c{} from {:?} and by c{} from {:?}, {:?} of overlap",
+            o.resource,
+            o.first.client,
+            o.first.acquired.unwrap_or_default(),
+            o.second.client,
+            o.second.acquired.unwrap_or_default(),
+            o.overlap
+        )
+    }));
+    found
+}
+
+/// A read hold of a read-write lock whose safe interval overlaps a write hold's on the same
+/// resource (two write holds are [`exclusion`]'s).
+pub fn readers_and_writers(records: &[SimRecord]) -> Vec<String> {
+    let readers = records_of(records.iter().filter(|r| r.kind == Kind::Read));
+    let writers = records_of(records.iter().filter(|r| r.kind == Kind::Write));
+    checker::reader_writer_overlaps(&readers, &writers)
+        .into_iter()
+        .map(|o| {
+            format!(
+                "read-write: {} written by c{} from {:?} while c{} read from {:?}, {:?} of overlap",
                 o.resource,
                 o.first.client,
                 o.first.acquired.unwrap_or_default(),

@@ -19,16 +19,20 @@ pub enum Control {
     ClockJump,
     /// Holders of unfenced locks pause (as in a GC) past their validity, then write.
     PauseUnfenced,
+    /// Fair locks take a free lock without waiting for their turn in the queue (the library's
+    /// test-only switch), with no fault in the way of the fair-order check.
+    FairSkipsQueue,
 }
 
 impl Control {
     /// Every control, in a fixed order.
-    pub const ALL: [Control; 5] = [
+    pub const ALL: [Control; 6] = [
         Control::QuorumOfOne,
         Control::IgnoreValidity,
         Control::WipeWithoutGrace,
         Control::ClockJump,
         Control::PauseUnfenced,
+        Control::FairSkipsQueue,
     ];
 
     /// The name on the command line.
@@ -39,6 +43,7 @@ impl Control {
             Control::WipeWithoutGrace => "wipe-without-grace",
             Control::ClockJump => "clock-jump",
             Control::PauseUnfenced => "pause-unfenced",
+            Control::FairSkipsQueue => "fair-skips-queue",
         }
     }
 }
@@ -51,7 +56,7 @@ impl fmt::Display for Control {
 
 /// A control name that is not one of [`Control::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown control {0:?}; the controls are: quorum-of-one, ignore-validity, wipe-without-grace, clock-jump, pause-unfenced")]
+#[error("unknown control {0:?}; the controls are: quorum-of-one, ignore-validity, wipe-without-grace, clock-jump, pause-unfenced, fair-skips-queue")]
 pub struct UnknownControl(pub String);
 
 impl FromStr for Control {

@@ -45,6 +45,8 @@ pub(crate) fn run(server: &mut Server, cmd: Cmd, args: &[&[u8]]) -> CmdResult {
         Cmd::ZRem => zsets::zrem(server, args),
         Cmd::ZRange => zsets::zrange(server, args),
         Cmd::ZRangeByScore => zsets::zrangebyscore(server, args),
+        Cmd::ZCount => zsets::zcount(server, args),
+        Cmd::ZRemRangeByScore => zsets::zremrangebyscore(server, args),
         Cmd::ZScore => zsets::zscore(server, args),
         Cmd::ZCard => zsets::zcard(server, args),
         Cmd::Time => admin::time(server),

@@ -21,7 +21,8 @@
 //! - [`client`]: quorlock's `Master` seam and a store connection over the simulated network.
 //! - [`env`]: each client's seeded randomness and wall clock (quorlock's `Environment`).
 //! - [`fault`]: the faults and their seeded plan; [`controls`]: the negative controls.
-//! - [`workload`]: what the clients do, and their records; [`checks`]: what must hold.
+//! - [`workload`]: what the clients do, and their records; `hold`: what a holder does inside its
+//!   hold (witness writes, keep-alive, extend); [`checks`]: what must hold.
 //! - [`report`]: many seeds, their totals and the JSON report.
 
 mod admin;
@@ -36,6 +37,7 @@ mod exec;
 pub mod fault;
 mod glob;
 mod hashes;
+mod hold;
 mod keyspace;
 mod lua;
 pub mod master;

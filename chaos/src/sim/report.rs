@@ -2,6 +2,7 @@
 //! spent), adds up what they found, and reports it as text or JSON, with the one command line
 //! that replays each failing seed.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -59,12 +60,27 @@ pub struct Summary {
     pub faults: u64,
     /// Violations found.
     pub violations: u64,
+    /// Violations per check (the text before the first colon: "mutual exclusion", "semaphore",
+    /// "read-write", "fair", ...).
+    pub violations_by_check: BTreeMap<String, u64>,
     /// Acknowledged updates lost.
     pub lost_updates: u64,
     /// Keys left behind.
     pub leaked_keys: u64,
     /// Fenced writes the store rejected as stale.
     pub stale_rejected: u64,
+    /// Acquisitions per kind.
+    pub by_kind: BTreeMap<String, u64>,
+    /// Holds kept alive by the watchdog.
+    pub kept_alive: u64,
+    /// Holds that called `extend`.
+    pub extends: u64,
+    /// Of those, the extends that succeeded.
+    pub extends_ok: u64,
+    /// Holds whose holder learnt that its lock was lost.
+    pub lost_signals: u64,
+    /// The first seed that failed, if any (for a control: how soon it was caught).
+    pub first_failing_seed: Option<u64>,
     /// Simulated seconds.
     pub simulated_seconds: f64,
     /// Wall-clock seconds.
@@ -103,9 +119,16 @@ pub fn sweep(plan: Sweep, mut each: impl FnMut(&SeedOutcome)) -> Result<Summary,
         commands: 0,
         faults: 0,
         violations: 0,
+        violations_by_check: BTreeMap::new(),
         lost_updates: 0,
         leaked_keys: 0,
         stale_rejected: 0,
+        by_kind: BTreeMap::new(),
+        kept_alive: 0,
+        extends: 0,
+        extends_ok: 0,
+        lost_signals: 0,
+        first_failing_seed: None,
         simulated_seconds: 0.0,
         wall_seconds: 0.0,
         acquisitions_per_wall_minute: 0.0,
@@ -130,9 +153,23 @@ pub fn sweep(plan: Sweep, mut each: impl FnMut(&SeedOutcome)) -> Result<Summary,
         summary.commands += outcome.commands;
         summary.faults += outcome.faults;
         summary.violations += outcome.violations.len() as u64;
+        for violation in &outcome.violations {
+            let check = violation.split(':').next().unwrap_or_default();
+            *summary.violations_by_check.entry(check.to_owned()).or_default() += 1;
+        }
         summary.lost_updates += outcome.lost_updates;
         summary.leaked_keys += outcome.leaked_keys.len() as u64;
         summary.stale_rejected += outcome.stale_rejected;
+        for (kind, n) in &outcome.by_kind {
+            *summary.by_kind.entry(kind.clone()).or_default() += n;
+        }
+        summary.kept_alive += outcome.kept_alive;
+        summary.extends += outcome.extends.0;
+        summary.extends_ok += outcome.extends.1;
+        summary.lost_signals += outcome.lost_signals;
+        if !outcome.passed() && summary.first_failing_seed.is_none() {
+            summary.first_failing_seed = Some(seed);
+        }
         summary.simulated_seconds += outcome.simulated.as_secs_f64();
         hashes.push_str(&outcome.history_hash);
         hashes.push('\n');

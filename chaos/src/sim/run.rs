@@ -75,6 +75,14 @@ pub struct SeedOutcome {
     pub history_hash: String,
     /// Fenced writes the store rejected as stale (paused holders among them).
     pub stale_rejected: u64,
+    /// Acquisitions per kind, by the kind's name (`Read` and `Write` apart).
+    pub by_kind: BTreeMap<String, u64>,
+    /// Holds kept alive by the watchdog.
+    pub kept_alive: u64,
+    /// Holds that called `extend`, and how many of those extends succeeded.
+    pub extends: (u64, u64),
+    /// Holds whose holder learnt that its lock was lost (and stopped writing).
+    pub lost_signals: u64,
 }
 
 impl SeedOutcome {
@@ -86,13 +94,29 @@ impl SeedOutcome {
 
 /// Runs one seed.
 pub fn run_seed(config: SeedConfig) -> Result<SeedOutcome, SimError> {
+    let skip_queue = config.control == Some(Control::FairSkipsQueue);
+    run(config, skip_queue)
+}
+
+/// Runs one seed of the `fair-skips-queue` control's workload (fair locks only, no fault) with the
+/// library's switch left off: the twin that shows the control's violations come from the switch.
+pub fn run_fair_without_skipping(seed: u64, simulated: Duration) -> Result<SeedOutcome, SimError> {
+    let config = SeedConfig {
+        seed,
+        simulated,
+        control: Some(Control::FairSkipsQueue),
+    };
+    run(config, false)
+}
+
+fn run(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, SimError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .map_err(|e| SimError::Runtime(e.to_string()))?;
     let local = tokio::task::LocalSet::new();
-    runtime.block_on(local.run_until(simulate(config)))
+    runtime.block_on(local.run_until(simulate(config, skip_queue)))
 }
 
 fn flavor(i: u64) -> Flavor {
@@ -103,7 +127,7 @@ fn flavor(i: u64) -> Flavor {
     }
 }
 
-async fn simulate(config: SeedConfig) -> Result<SeedOutcome, SimError> {
+async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, SimError> {
     let start = Instant::now();
     let mut rng = StdRng::seed_from_u64(config.seed);
     let control = config.control;
@@ -141,7 +165,7 @@ async fn simulate(config: SeedConfig) -> Result<SeedOutcome, SimError> {
         store_clock,
         true,
     );
-    let faults: Vec<Planned> = plan(
+    let mut faults: Vec<Planned> = plan(
         &mut rng,
         PlanShape {
             masters: MASTERS,
@@ -157,6 +181,10 @@ async fn simulate(config: SeedConfig) -> Result<SeedOutcome, SimError> {
             instant_crashes: control == Some(Control::WipeWithoutGrace),
         },
     );
+    // The fair order is only judged far from faults: that control runs without any.
+    if control == Some(Control::FairSkipsQueue) {
+        faults.clear();
+    }
     let windows: Vec<FaultWindow> = faults
         .iter()
         .map(|p| FaultWindow {
@@ -177,6 +205,7 @@ async fn simulate(config: SeedConfig) -> Result<SeedOutcome, SimError> {
         pause_unfenced: control == Some(Control::PauseUnfenced),
         kinds: match control {
             Some(Control::PauseUnfenced | Control::IgnoreValidity) => &[Kind::Plain],
+            Some(Control::FairSkipsQueue) => &[Kind::Fair],
             _ => &Kind::ALL,
         },
     };
@@ -188,7 +217,8 @@ async fn simulate(config: SeedConfig) -> Result<SeedOutcome, SimError> {
         let mut builder = Quorlock::builder()
             .environment(Arc::new(SimEnv::new(rng.random(), start, T0)))
             .restart_grace(Duration::from_millis(TTL_MS.1))
-            .enforce_restart_grace(control != Some(Control::WipeWithoutGrace));
+            .enforce_restart_grace(control != Some(Control::WipeWithoutGrace))
+            .unsafe_fair_skips_queue_for_tests(skip_queue);
         if control == Some(Control::QuorumOfOne) {
             builder = builder.master(Arc::new(SimLink::new(c % MASTERS, wire.clone())));
         } else {
@@ -244,6 +274,8 @@ async fn simulate(config: SeedConfig) -> Result<SeedOutcome, SimError> {
     violations.extend(checks::all_or_nothing(&records));
     violations.extend(checks::fencing(&records));
     violations.extend(checks::fair_order(&records, &windows));
+    violations.extend(checks::semaphore(&records));
+    violations.extend(checks::readers_and_writers(&records));
     violations.extend(checks::liveness(&records, &windows));
     let lost_updates = checks::lost_updates(&writes, &finals);
     let world = stats.get();
@@ -262,7 +294,20 @@ async fn simulate(config: SeedConfig) -> Result<SeedOutcome, SimError> {
         simulated,
         history_hash: String::new(),
         stale_rejected: records.iter().map(|r| u64::from(r.stale)).sum(),
+        by_kind: BTreeMap::new(),
+        kept_alive: records.iter().filter(|r| r.kept_alive).count() as u64,
+        extends: (
+            records.iter().filter(|r| r.extended.is_some()).count() as u64,
+            records.iter().filter(|r| r.extended == Some(true)).count() as u64,
+        ),
+        lost_signals: records.iter().filter(|r| r.lost.is_some()).count() as u64,
     };
+    for r in records.iter().filter(|r| r.acquired.is_some()) {
+        *outcome
+            .by_kind
+            .entry(format!("{:?}", r.kind).to_lowercase())
+            .or_default() += 1;
+    }
     outcome.history_hash = history_hash(&records, &windows, &finals, &outcome);
     Ok(outcome)
 }

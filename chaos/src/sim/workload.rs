@@ -1,7 +1,8 @@
 //! What each simulated client does: a seeded loop of lock calls through the real quorlock API
-//! (plain, fenced with a `FencedStore`, reentrant with nesting, multi-resource, fair), each hold
-//! doing a read-modify-write of a counter in the store (the witness that reveals lost updates),
-//! and a record of every call on the simulated clock for the checks.
+//! (plain, fenced with a `FencedStore`, reentrant with nesting, multi-resource, fair, a semaphore
+//! of [`SEMAPHORE_PERMITS`] permits, and the read and write holds of a read-write lock), and a
+//! record of every call on the simulated clock for the checks. What a holder does inside its hold
+//! (the witness writes, keep-alive and extend) is in `hold.rs`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -9,10 +10,13 @@ use std::time::Duration;
 use quorlock::{FencedStore, LockOwner, Quorlock};
 use rand::rngs::StdRng;
 use rand::RngExt;
-use redis::AsyncCommands;
 use tokio::time::Instant;
 
 use super::client::StoreConn;
+use super::hold::hold;
+
+/// The permits of every semaphore the workload uses.
+pub const SEMAPHORE_PERMITS: u32 = 2;
 
 /// The lock kinds the workload uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -27,19 +31,29 @@ pub enum Kind {
     Multi,
     /// A fair (first come, first served) lock.
     Fair,
+    /// A permit of a semaphore of [`SEMAPHORE_PERMITS`] permits.
+    Semaphore,
+    /// A read hold of a read-write lock.
+    Read,
+    /// The write hold of a read-write lock (on the same resources as [`Kind::Read`]).
+    Write,
 }
 
 impl Kind {
     /// Every kind, in a fixed order.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Plain,
         Kind::Fenced,
         Kind::Reentrant,
         Kind::Multi,
         Kind::Fair,
+        Kind::Semaphore,
+        Kind::Read,
+        Kind::Write,
     ];
 
-    /// The prefix of this kind's resources (kinds never share keys).
+    /// The prefix of this kind's resources: kinds never share keys, except the read and write
+    /// holds of one read-write lock.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Plain => "plain",
@@ -47,6 +61,8 @@ impl Kind {
             Kind::Reentrant => "reentrant",
             Kind::Multi => "multi",
             Kind::Fair => "fair",
+            Kind::Semaphore => "semaphore",
+            Kind::Read | Kind::Write => "rw",
         }
     }
 }
@@ -90,6 +106,15 @@ pub struct SimRecord {
     pub paused: bool,
     /// A nested re-entry by the same owner succeeded inside this hold.
     pub reentered: bool,
+    /// The semaphore slot the guard said it held.
+    pub permit: Option<u32>,
+    /// The hold was kept alive by the watchdog, for longer than its TTL.
+    pub kept_alive: bool,
+    /// The holder called `extend` once: whether it succeeded.
+    pub extended: Option<bool>,
+    /// When the holder learnt that the lock was lost (the watchdog's signal, a failed extend); it
+    /// wrote nothing after this.
+    pub lost: Option<Duration>,
 }
 
 /// How the clients behave; the negative controls turn the unsafe switches on.
@@ -106,9 +131,6 @@ pub struct Behaviour {
     /// The kinds used.
     pub kinds: &'static [Kind],
 }
-
-/// The slack a holder keeps before its validity ends when it writes: the store's round trip.
-const WRITE_MARGIN: Duration = Duration::from_millis(10);
 
 /// What one client needs.
 pub struct ClientCtx {
@@ -131,11 +153,13 @@ pub struct ClientCtx {
 }
 
 impl ClientCtx {
-    fn at(&self) -> Duration {
+    /// Now, as an offset from the run start.
+    pub(crate) fn at(&self) -> Duration {
         Instant::now().saturating_duration_since(self.start)
     }
 
-    fn offset(&self, instant: Instant) -> Duration {
+    /// `instant` as an offset from the run start.
+    pub(crate) fn offset(&self, instant: Instant) -> Duration {
         instant.saturating_duration_since(self.start)
     }
 }
@@ -198,6 +222,10 @@ async fn one_call(
         stale: 0,
         paused: false,
         reentered: false,
+        permit: None,
+        kept_alive: false,
+        extended: None,
+        lost: None,
     };
     let lock = match kind {
         Kind::Multi => ctx.locks.lock_all(resources.iter().map(String::as_str), ttl),
@@ -207,6 +235,9 @@ async fn one_call(
         Kind::Fenced => lock.fenced(),
         Kind::Reentrant => lock.reentrant(owner),
         Kind::Fair => lock.fair(),
+        Kind::Semaphore => lock.permits(SEMAPHORE_PERMITS),
+        Kind::Read => lock.read(),
+        Kind::Write => lock.write(),
         Kind::Plain | Kind::Multi => lock,
     };
     let guard = match lock.wait(wait).acquire().await {
@@ -218,10 +249,9 @@ async fn one_call(
         }
     };
     record.acquired = Some(ctx.at());
-    // A holder that ignores its validity believes it holds until it releases.
-    record.validity_end = (!ctx.behaviour.ignore_validity).then(|| ctx.offset(guard.valid_until()));
     record.held = guard.resources().into_iter().map(str::to_owned).collect();
     record.fencing = guard.fencing_token();
+    record.permit = guard.permit();
     if kind == Kind::Reentrant && ctx.rng.random_ratio(1, 3) {
         if let Ok(inner) = ctx
             .locks
@@ -234,70 +264,13 @@ async fn one_call(
             let _ = inner.release().await;
         }
     }
-    for resource in &resources {
-        critical_section(ctx, fenced, &guard, &mut record, resource).await;
-    }
+    hold(ctx, fenced, &guard, &mut record).await;
+    // A holder that ignores its validity believes it holds until it releases; the others, until
+    // the last validity the guard confirmed (extended by keep-alive or extend).
+    record.validity_end = (!ctx.behaviour.ignore_validity).then(|| ctx.offset(guard.valid_until()));
     record.releasing = Some(ctx.at());
     let released = guard.release().await;
     record.released_ok = released.is_ok();
     record.ended = ctx.at();
     record
-}
-
-/// One read-modify-write of `w:{resource}` in the store, inside the hold.
-async fn critical_section(
-    ctx: &mut ClientCtx,
-    fenced: &FencedStore<StoreConn>,
-    guard: &quorlock::Guard,
-    record: &mut SimRecord,
-    resource: &str,
-) {
-    let key = format!("w:{resource}");
-    let ttl_ms = u64::try_from(record.ttl.as_millis()).unwrap_or(u64::MAX);
-    // A holder that ignores its validity also works for longer than it.
-    let longest = if ctx.behaviour.ignore_validity {
-        ttl_ms * 2
-    } else {
-        ttl_ms / 4
-    };
-    let work = Duration::from_millis(ctx.rng.random_range(0..=longest));
-    let ignore = ctx.behaviour.ignore_validity;
-    let valid = |margin: Duration| ignore || Instant::now() + margin < guard.valid_until();
-    if let Some(token) = record.fencing {
-        // Fenced: the store itself rejects a holder that paused past its validity.
-        let Ok(value) = fenced.read::<u64>(&key, token).await else {
-            record.stale += 1;
-            return;
-        };
-        if ctx.rng.random_ratio(1, 10) {
-            record.paused = true;
-            tokio::time::sleep(record.ttl * 2).await;
-        } else {
-            tokio::time::sleep(work).await;
-        }
-        match fenced.write(&key, token, value.unwrap_or(0) + 1).await {
-            Ok(()) => record.written.push(key),
-            Err(_) => record.stale += 1,
-        }
-        return;
-    }
-    if !valid(WRITE_MARGIN) {
-        return;
-    }
-    let mut conn = ctx.store.clone();
-    let Ok(value) = conn.get::<_, Option<u64>>(&key).await else {
-        return;
-    };
-    if ctx.behaviour.pause_unfenced && ctx.rng.random_ratio(1, 10) {
-        record.paused = true;
-        tokio::time::sleep(record.ttl * 2).await;
-    } else {
-        tokio::time::sleep(work).await;
-        if !valid(WRITE_MARGIN) {
-            return;
-        }
-    }
-    if conn.set::<_, _, ()>(&key, value.unwrap_or(0) + 1).await.is_ok() {
-        record.written.push(key);
-    }
 }

@@ -1,6 +1,6 @@
 //! Sorted-set commands: `ZADD` (NX, XX, GT, LT, CH, INCR), `ZREM`, `ZRANGE` (by index, or
 //! BYSCORE; REV; LIMIT; WITHSCORES), `ZRANGEBYSCORE` (with `(` exclusive bounds, infinities,
-//! LIMIT, WITHSCORES), `ZSCORE`, `ZCARD`. Scores are written as a Redis 7.0 server writes them.
+//! LIMIT, WITHSCORES), `ZCOUNT`, `ZREMRANGEBYSCORE`, `ZSCORE`, `ZCARD`. Scores are written as a Redis 7.0 server writes them.
 
 use redis::Value;
 
@@ -348,4 +348,43 @@ pub(crate) fn zscore(server: &mut Server, args: &[&[u8]]) -> CmdResult {
 /// `ZCARD key`.
 pub(crate) fn zcard(server: &mut Server, args: &[&[u8]]) -> CmdResult {
     Ok(Value::Int(read(server, args[1])?.map_or(0, |z| z.len() as i64)))
+}
+
+/// `ZCOUNT key min max`.
+pub(crate) fn zcount(server: &mut Server, args: &[&[u8]]) -> CmdResult {
+    let (Some(min), Some(max)) = (parse_bound(args[2]), parse_bound(args[3])) else {
+        return Err(err("ERR min or max is not a float"));
+    };
+    let Some(zset) = read(server, args[1])? else {
+        return Ok(Value::Int(0));
+    };
+    Ok(Value::Int(by_score(zset, min, max, false, 0, -1).len() as i64))
+}
+
+/// `ZREMRANGEBYSCORE key min max`: removes the members in the range and, with the last one, the key.
+pub(crate) fn zremrangebyscore(server: &mut Server, args: &[&[u8]]) -> CmdResult {
+    let (Some(min), Some(max)) = (parse_bound(args[2]), parse_bound(args[3])) else {
+        return Err(err("ERR min or max is not a float"));
+    };
+    let now = server.now;
+    let (removed, empty) = match server.keyspace.get_mut(args[1], now) {
+        None => return Ok(Value::Int(0)),
+        Some(Entry {
+            data: Data::ZSet(z), ..
+        }) => {
+            let doomed: Vec<Vec<u8>> = by_score(z, min, max, false, 0, -1)
+                .into_iter()
+                .map(|(_, member)| member.clone())
+                .collect();
+            for member in &doomed {
+                z.remove(member);
+            }
+            (doomed.len(), z.is_empty())
+        }
+        Some(_) => return Err(err(WRONGTYPE)),
+    };
+    if empty {
+        server.keyspace.remove_now(args[1]);
+    }
+    Ok(Value::Int(removed as i64))
 }

@@ -387,7 +387,22 @@ fn random_command(rng: &mut StdRng) -> (Vec<String>, Cmp, bool) {
             (a, Cmp::Exact)
         }
         28 => (vec![s("ZSCORE"), key, s(pick(rng, MEMBERS))], Cmp::Exact),
-        29 => (vec![s("ZCARD"), key], Cmp::Exact),
+        29 => match rng.random_range(0..3) {
+            0 => (vec![s("ZCARD"), key], Cmp::Exact),
+            1 => (
+                vec![s("ZCOUNT"), key, s(pick(rng, BOUNDS)), s(pick(rng, BOUNDS))],
+                Cmp::Exact,
+            ),
+            _ => (
+                vec![
+                    s("ZREMRANGEBYSCORE"),
+                    key,
+                    s(pick(rng, BOUNDS)),
+                    s(pick(rng, BOUNDS)),
+                ],
+                Cmp::Exact,
+            ),
+        },
         30 => (
             vec![s("KEYS"), s(pick(rng, &["*", "k[01]", "k?", "x*"]))],
             Cmp::Unordered,
@@ -569,6 +584,8 @@ pub(crate) fn server_commands(pair: &mut Pair) {
         "zrem",
         "zrange",
         "zrangebyscore",
+        "zcount",
+        "zremrangebyscore",
         "zscore",
         "zcard",
         "time",

@@ -34,6 +34,13 @@ const FAIR_LEAVE: &str = concat!(
     include_str!("../../../src/scripts/fair_common.lua"),
     include_str!("../../../src/scripts/fair_leave.lua")
 );
+const SEMAPHORE_ACQUIRE: &str = include_str!("../../../src/scripts/semaphore_acquire.lua");
+const RW_READ: &str = include_str!("../../../src/scripts/rw_read.lua");
+const RW_READ_EXTEND: &str = include_str!("../../../src/scripts/rw_read_extend.lua");
+const RW_READ_RELEASE: &str = include_str!("../../../src/scripts/rw_read_release.lua");
+const RW_WRITE: &str = include_str!("../../../src/scripts/rw_write.lua");
+const RW_LEAVE: &str = include_str!("../../../src/scripts/rw_leave.lua");
+const RW_INSPECT: &str = include_str!("../../../src/scripts/rw_inspect.lua");
 
 /// Every script, with a name for messages.
 pub(crate) const ALL: &[(&str, &str)] = &[
@@ -54,6 +61,13 @@ pub(crate) const ALL: &[(&str, &str)] = &[
     ("fair_acquire", FAIR_ACQUIRE),
     ("fair_release", FAIR_RELEASE),
     ("fair_leave", FAIR_LEAVE),
+    ("semaphore_acquire", SEMAPHORE_ACQUIRE),
+    ("rw_read", RW_READ),
+    ("rw_read_extend", RW_READ_EXTEND),
+    ("rw_read_release", RW_READ_RELEASE),
+    ("rw_write", RW_WRITE),
+    ("rw_leave", RW_LEAVE),
+    ("rw_inspect", RW_INSPECT),
 ];
 
 /// Runs scripts on both sides, alternating `EVAL` and `EVALSHA`.
@@ -446,4 +460,52 @@ pub(crate) fn multi_reentrant_fair(pair: &mut Pair) {
         touched,
     );
     s.call(FAIR_LEAVE, f, &["t1", "fair:chan"], an_error(), touched);
+}
+
+/// The semaphore's acquire and the read-write lock's scripts (which use `ZCOUNT` and
+/// `ZREMRANGEBYSCORE`): readers together, a writer waiting behind them and keeping new readers
+/// out, leaving, the writer alone, and expired readers swept.
+pub(crate) fn semaphore_and_rwlock(pair: &mut Pair) {
+    pair.check(Cmp::Exact, &["FLUSHALL"]);
+    for (_, body) in ALL {
+        pair.check(Cmp::Exact, &["SCRIPT", "LOAD", body]);
+    }
+    let mut s = Scripts { pair, calls: 0 };
+
+    // Two slots: the one aimed at, else the first free one named, else -2.
+    let slots = &["sem:0", "sem:1"][..];
+    s.call(SEMAPHORE_ACQUIRE, slots, &["t1", "30000", "0"], int(-1), slots);
+    s.call(SEMAPHORE_ACQUIRE, slots, &["t2", "30000", "0"], int(1), slots);
+    s.call(SEMAPHORE_ACQUIRE, slots, &["t2", "30000", "1"], int(-1), slots);
+    s.call(SEMAPHORE_ACQUIRE, slots, &["t3", "30000", "1"], int(-2), slots);
+    s.setup(&[&["DEL", "sem:0"]]);
+    s.call(SEMAPHORE_ACQUIRE, slots, &["t3", "30000", "1"], int(0), slots);
+
+    let rw = &["rw:w", "rw:r", "rw:q"][..];
+    let seen = &["rw:r", "rw:q"][..];
+    s.call(RW_READ, rw, &["r1", "30000"], int(1), rw);
+    s.call(RW_READ, rw, &["r2", "30000"], int(1), rw);
+    s.call(RW_INSPECT, seen, &[], Value::Nil, seen);
+    s.call(RW_WRITE, rw, &["w1", "30000", "q1", "5000"], int(-2), rw);
+    s.call(RW_READ, rw, &["r3", "30000"], int(-3), rw);
+    s.call(RW_INSPECT, seen, &[], Value::Nil, seen);
+    s.call(RW_LEAVE, &["rw:q"], &["q1", "rw:chan"], int(1), &["rw:q"]);
+    s.call(RW_LEAVE, &["rw:q"], &["q1", "rw:chan"], int(0), &["rw:q"]);
+    s.call(RW_READ_EXTEND, &["rw:r"], &["r1", "40000"], int(1), &["rw:r"]);
+    s.call(RW_READ_EXTEND, &["rw:r"], &["zz", "40000"], int(0), &["rw:r"]);
+    s.call(RW_READ_RELEASE, &["rw:r"], &["r1", "rw:chan"], int(1), &["rw:r"]);
+    s.call(RW_READ_RELEASE, &["rw:r"], &["r1", "rw:chan"], int(0), &["rw:r"]);
+    s.call(RW_READ_RELEASE, &["rw:r"], &["r2", "rw:chan"], int(1), &["rw:r"]);
+    s.call(RW_WRITE, rw, &["w1", "30000", "q1", "5000"], int(1), rw);
+    s.call(RW_READ, rw, &["r4", "30000"], int(-1), rw);
+    s.call(RW_WRITE, rw, &["w2", "30000", "q2", "5000"], int(-1), rw);
+    s.setup(&[&["DEL", "rw:w"]]);
+    // A reader whose entry has expired holds nothing: the writer sweeps it and takes the lock.
+    s.call(RW_READ, rw, &["r5", "1"], int(1), rw);
+    s.pair.let_short_ttls_pass();
+    s.call(RW_READ_EXTEND, &["rw:r"], &["r5", "40000"], int(0), &["rw:r"]);
+    s.call(RW_READ, rw, &["r6", "1"], int(1), rw);
+    s.pair.let_short_ttls_pass();
+    s.call(RW_WRITE, rw, &["w3", "30000", "q3", "5000"], int(1), rw);
+    s.call(RW_INSPECT, seen, &[], Value::Nil, seen);
 }

@@ -28,8 +28,8 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "30s", value_parser = crate::duration::parse)]
     simulated: Duration,
     /// Break one safety assumption on purpose: quorum-of-one, ignore-validity,
-    /// wipe-without-grace, clock-jump, pause-unfenced. The run then succeeds only if the checks
-    /// report violations.
+    /// wipe-without-grace, clock-jump, pause-unfenced, fair-skips-queue. The run then succeeds
+    /// only if the checks report violations.
     #[arg(long)]
     control: Option<Control>,
     /// Print the totals as JSON.
@@ -126,15 +126,34 @@ fn print_text(s: &Summary) {
         "acquisitions {} of {} calls, {} master commands, {} faults, {} stale fenced writes rejected",
         s.acquisitions, s.attempts, s.commands, s.faults, s.stale_rejected
     );
+    let kinds: Vec<String> = s.by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    println!("acquisitions by kind: {}", kinds.join(", "));
     println!(
-        "violations {}, lost updates {}, leaked keys {}",
-        s.violations, s.lost_updates, s.leaked_keys
+        "{} holds kept alive, {} extends ({} succeeded), {} loss signals heard",
+        s.kept_alive, s.extends, s.extends_ok, s.lost_signals
+    );
+    println!(
+        "violations {}, lost updates {}, leaked keys {}{}",
+        s.violations,
+        s.lost_updates,
+        s.leaked_keys,
+        s.first_failing_seed
+            .map(|seed| format!(", first failing seed {seed}"))
+            .unwrap_or_default()
     );
     println!(
         "simulated {:.0} s in {:.1} s wall: {:.0}x real time, {:.0} acquisitions per wall minute",
         s.simulated_seconds, s.wall_seconds, s.speedup, s.acquisitions_per_wall_minute
     );
     println!("history hash {}", s.history_hash);
+    if !s.violations_by_check.is_empty() {
+        let checks: Vec<String> = s
+            .violations_by_check
+            .iter()
+            .map(|(check, n)| format!("{check} {n}"))
+            .collect();
+        println!("violations by check: {}", checks.join(", "));
+    }
     if let Some(control) = &s.control {
         if s.violations + s.lost_updates + s.leaked_keys == 0 {
             println!("control {control}: NO violation found: the checks are blind to it");

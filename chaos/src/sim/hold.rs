@@ -1,0 +1,172 @@
+//! What a simulated holder does between its acquire and its release: read-modify-writes of a
+//! witness counter in the store (the witness that reveals lost updates), each only while its lock
+//! is valid and not known lost. Most holds do one write per resource; some keep the lock alive with
+//! the watchdog and hold it for longer than its TTL, and some extend it once. A holder that learns
+//! its lock is lost (the watchdog's signal, a failed extend) records when and writes no more.
+
+use std::time::Duration;
+
+use quorlock::{FencedStore, Guard};
+use rand::RngExt;
+use redis::AsyncCommands;
+use tokio::time::Instant;
+
+use super::client::StoreConn;
+use super::workload::{ClientCtx, Kind, SimRecord};
+
+/// The slack a holder keeps before its validity ends when it writes: the store's round trip.
+const WRITE_MARGIN: Duration = Duration::from_millis(10);
+
+/// How a hold is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// One write per resource, inside the validity of the acquire.
+    Once,
+    /// Kept alive by the watchdog for longer than the TTL, writing now and then.
+    KeptAlive,
+    /// One write per resource, an `extend`, and another write per resource if it succeeded.
+    Extended,
+}
+
+/// Everything the holder does inside its hold; the caller releases afterwards.
+pub(crate) async fn hold(
+    ctx: &mut ClientCtx,
+    fenced: &FencedStore<StoreConn>,
+    guard: &Guard,
+    record: &mut SimRecord,
+) {
+    // The out-of-model behaviours of the controls and the fenced holder's pause keep to one write.
+    let plain_behaviour = !ctx.behaviour.ignore_validity && !ctx.behaviour.pause_unfenced;
+    let mode = match ctx.rng.random_range(0..5u8) {
+        0 if plain_behaviour && record.kind != Kind::Fenced => Mode::KeptAlive,
+        1 if plain_behaviour && record.kind != Kind::Fenced => Mode::Extended,
+        _ => Mode::Once,
+    };
+    let resources = record.resources.clone();
+    match mode {
+        Mode::Once => {
+            for resource in &resources {
+                critical_section(ctx, fenced, guard, record, resource).await;
+            }
+        }
+        Mode::Extended => {
+            for resource in &resources {
+                critical_section(ctx, fenced, guard, record, resource).await;
+            }
+            match guard.extend(record.ttl).await {
+                Ok(_) => {
+                    record.extended = Some(true);
+                    for resource in &resources {
+                        critical_section(ctx, fenced, guard, record, resource).await;
+                    }
+                }
+                Err(_) => {
+                    record.extended = Some(false);
+                    record.lost = Some(ctx.at());
+                }
+            }
+        }
+        Mode::KeptAlive => {
+            record.kept_alive = true;
+            guard.keep_alive();
+            let ttl_ms = u64::try_from(record.ttl.as_millis()).unwrap_or(u64::MAX);
+            let until = Instant::now() + Duration::from_millis(ctx.rng.random_range(ttl_ms..=ttl_ms * 5 / 2));
+            'hold: while Instant::now() < until {
+                for resource in &resources {
+                    if guard.is_lost() {
+                        break 'hold;
+                    }
+                    critical_section(ctx, fenced, guard, record, resource).await;
+                }
+                let pause = Duration::from_millis(ctx.rng.random_range(0..=ttl_ms / 3));
+                let lost = tokio::select! {
+                    // In a fixed order: one seed, one history.
+                    biased;
+                    () = guard.lost() => true,
+                    () = tokio::time::sleep(pause) => false,
+                };
+                if lost {
+                    break;
+                }
+            }
+            if guard.is_lost() {
+                record.lost = Some(ctx.at());
+            }
+        }
+    }
+}
+
+/// The witness counter `resource`'s holder writes: one per semaphore slot, none for a reader.
+fn witness(record: &SimRecord, resource: &str) -> Option<String> {
+    match record.kind {
+        Kind::Read => None,
+        Kind::Semaphore => Some(format!("w:{resource}:p{}", record.permit.unwrap_or(u32::MAX))),
+        _ => Some(format!("w:{resource}")),
+    }
+}
+
+/// One read-modify-write of the witness in the store, inside the hold (a reader only reads).
+async fn critical_section(
+    ctx: &mut ClientCtx,
+    fenced: &FencedStore<StoreConn>,
+    guard: &Guard,
+    record: &mut SimRecord,
+    resource: &str,
+) {
+    let key = witness(record, resource);
+    let ttl_ms = u64::try_from(record.ttl.as_millis()).unwrap_or(u64::MAX);
+    // A holder that ignores its validity also works for longer than it.
+    let longest = if ctx.behaviour.ignore_validity {
+        ttl_ms * 2
+    } else {
+        ttl_ms / 4
+    };
+    let work = Duration::from_millis(ctx.rng.random_range(0..=longest));
+    let ignore = ctx.behaviour.ignore_validity;
+    let valid =
+        |margin: Duration| ignore || (!guard.is_lost() && Instant::now() + margin < guard.valid_until());
+    if let (Some(token), Some(key)) = (record.fencing, key.as_deref()) {
+        // Fenced: the store itself rejects a holder that paused past its validity.
+        let Ok(value) = fenced.read::<u64>(key, token).await else {
+            record.stale += 1;
+            return;
+        };
+        if ctx.rng.random_ratio(1, 10) {
+            record.paused = true;
+            tokio::time::sleep(record.ttl * 2).await;
+        } else {
+            tokio::time::sleep(work).await;
+        }
+        match fenced.write(key, token, value.unwrap_or(0) + 1).await {
+            Ok(()) => record.written.push(key.to_owned()),
+            Err(_) => record.stale += 1,
+        }
+        return;
+    }
+    if !valid(WRITE_MARGIN) {
+        return;
+    }
+    let Some(key) = key else {
+        // A reader reads what the writers wrote, and writes nothing.
+        let mut conn = ctx.store.clone();
+        let _ = conn.get::<_, Option<u64>>(format!("w:{resource}")).await;
+        tokio::time::sleep(work).await;
+        return;
+    };
+    let mut conn = ctx.store.clone();
+    let Ok(value) = conn.get::<_, Option<u64>>(&key).await else {
+        return;
+    };
+    if ctx.behaviour.pause_unfenced && ctx.rng.random_ratio(1, 10) {
+        record.paused = true;
+        tokio::time::sleep(record.ttl * 2).await;
+    } else {
+        tokio::time::sleep(work).await;
+        if !valid(WRITE_MARGIN) {
+            return;
+        }
+    }
+    if conn.set::<_, _, ()>(&key, value.unwrap_or(0) + 1).await.is_ok() {
+        record.written.push(key);
+    }
+}
