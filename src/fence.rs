@@ -198,14 +198,14 @@ fn read_counter(health: &Health, node: &Link, items: &[Value]) -> CounterRead {
         return CounterRead::Unusable;
     };
     if health.needs_fence_repair(i) {
-        if !set_up_elsewhere(health.fence_absent_only(i), true, counter, health.fence_floor(i)) {
+        if !set_up_elsewhere(health.fence_vouchable(i), true, counter, health.fence_floor(i)) {
             return CounterRead::Unusable;
         }
         debug!(
             node = i,
             addr = node.addr(),
             counter,
-            "fencing counter set up by another client; the master votes again"
+            "fencing counter set up or repaired by another client; the master votes again"
         );
         health.fence_repaired(i, counter);
     }

@@ -67,15 +67,14 @@ fn regression_seed_1000289_concurrent_first_fenced_acquires_on_fresh_masters() {
     assert!(outcome.passed(), "{outcome:#?}");
 }
 
-/// Open, found by seed 3000033 (with the workload as of this test; a change to the workload or the
-/// fault plan gives the seed another history): the three masters without persistence all crash between 12 s and
-/// 23 s. Clients that made no fenced acquire between those crashes set all three aside for a
-/// fencing repair, and a repair needs the counters of a majority of the other, intact masters, of
-/// which they see only two; they give up on every fenced acquire to the end of the run, with
-/// "fencing counter missing or behind", although other clients repaired those masters. Run with
-/// `--ignored` once fixed, and drop the `ignore`.
+/// Seed 3000033 found this: the three masters without persistence all crash between 12 s and
+/// 23 s (with the workload as of this test; a change to the workload or the fault plan gives the
+/// seed another history). Clients that made no fenced acquire between those crashes had set all
+/// three aside for a fencing repair, which needs the counters of a majority of intact masters, of
+/// which they saw only two; they refused every fenced acquire to the end of the run, although
+/// other clients had repaired those masters. A counter repaired under the master's new epoch now
+/// lets a master set aside for a restart vote again (`core::fencing::set_up_elsewhere`).
 #[test]
-#[ignore = "open liveness finding in the fencing repair; see the comment"]
 fn regression_seed_3000033_fenced_acquires_after_a_majority_of_wiped_masters() {
     let outcome = run_seed(seed(3_000_033, 30)).expect("a run");
     assert!(outcome.passed(), "{outcome:#?}");

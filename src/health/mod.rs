@@ -67,8 +67,9 @@ struct NodeState {
     /// Whether that repair must treat the counter as possibly behind (lost, regressed, or a new
     /// epoch on a master that does not persist every write), rather than only stamp a new epoch.
     fence_repair_full: bool,
-    /// Whether the only reason for that repair is that the counter was absent when last asked.
-    fence_absent: bool,
+    /// Whether every reason for that repair is one that another client's repair answers: the
+    /// counter was absent, or the master restarted (see `core::fencing::set_up_elsewhere`).
+    fence_vouchable: bool,
     /// Whether the last request to the master timed out or could not connect.
     unreachable: bool,
     /// The master's last fault (a refusal such as "held" is not one).
@@ -188,8 +189,11 @@ impl Health {
                 if fsync_always != Some(true) {
                     state.fence_repair = true;
                     state.fence_repair_full = true;
-                    state.fence_absent = false;
                 }
+                // A new incarnation: what was seen of the old one's counter says nothing about
+                // the new one, which only a repair under the new run_id vouches for.
+                state.fence_vouchable = true;
+                state.fence_floor = 0;
             }
         }
         state.run_id = Some(snapshot.run_id.clone());
@@ -229,25 +233,27 @@ impl Health {
         if let Some(mut state) = self.state(node) {
             state.fence_repair = true;
             state.fence_repair_full = true;
-            state.fence_absent = false;
+            state.fence_vouchable = false;
         }
     }
 
     /// Marks `node`'s fencing counter as absent: a full repair, unless another client sets the
-    /// counter up meanwhile (see [`Health::fence_absent_only`]).
+    /// counter up meanwhile (see [`Health::fence_vouchable`]).
     pub(crate) fn mark_fence_absent(&self, node: usize) {
         if let Some(mut state) = self.state(node) {
             if !state.fence_repair {
-                state.fence_absent = true;
+                state.fence_vouchable = true;
             }
             state.fence_repair = true;
             state.fence_repair_full = true;
         }
     }
 
-    /// Whether `node` waits for repair only because its counter was absent.
-    pub(crate) fn fence_absent_only(&self, node: usize) -> bool {
-        self.state(node).is_some_and(|s| s.fence_repair && s.fence_absent)
+    /// Whether `node` waits for repair only for reasons another client's repair answers: its
+    /// counter was absent, or it restarted.
+    pub(crate) fn fence_vouchable(&self, node: usize) -> bool {
+        self.state(node)
+            .is_some_and(|s| s.fence_repair && s.fence_vouchable)
     }
 
     /// Marks `node`'s fencing epoch as stale (it restarted since its counter was vouched for): a
@@ -256,7 +262,10 @@ impl Health {
     pub(crate) fn mark_fence_epoch(&self, node: usize) {
         if let Some(mut state) = self.state(node) {
             state.fence_repair = true;
-            state.fence_absent = false;
+            // The epoch is stale: it was never stamped in this incarnation, and a grant needs it
+            // to match, so every counter this client saw from the master was an older one's.
+            state.fence_vouchable = true;
+            state.fence_floor = 0;
             if state.fsync_always != Some(true) {
                 state.fence_repair_full = true;
             }
@@ -295,7 +304,7 @@ impl Health {
         if let Some(mut state) = self.state(node) {
             state.fence_repair = false;
             state.fence_repair_full = false;
-            state.fence_absent = false;
+            state.fence_vouchable = false;
             state.fence_floor = value;
         }
     }

@@ -148,14 +148,20 @@ pub fn repair_target(reads: &[CounterRead]) -> RepairTarget {
     }
 }
 
-/// Whether a master this client set aside for repair because its counter was absent (a fresh
-/// master, or one that lost its data) may vote again without a repair of its own: it now has a
-/// counter vouched for by its current epoch, so another client set it up (the first fenced acquire
-/// on fresh masters) or repaired it after the grace, under the `run_id` this client verified, and
-/// the counter is not below what this client saw from it. Any other reason for a repair (a counter
-/// that went back, an epoch that changed) still needs one.
-pub fn set_up_elsewhere(only_absent: bool, epoch_is_current: bool, counter: u64, floor: u64) -> bool {
-    only_absent && epoch_is_current && counter >= floor
+/// Whether a master this client set aside for repair may vote again without a repair of its own,
+/// because another client repaired it: it now has a counter vouched for by its current epoch
+/// (written only by a bootstrap or by a repair made under the `run_id` this client verified), and
+/// the counter is not below what this client saw from it in that incarnation.
+///
+/// `vouchable` says that every reason this client had for the repair is one such a counter
+/// answers: the counter was absent (a fresh master, or one that lost its data), or the master
+/// restarted (its `run_id` or its epoch changed). A counter that went back within one incarnation
+/// is not answered by an epoch stamped before, and still needs this client's own repair.
+///
+/// Without this, a client that saw a majority of masters restart has no intact majority left to
+/// read a repair from, and would refuse every fenced acquire although other clients repaired them.
+pub fn set_up_elsewhere(vouchable: bool, epoch_is_current: bool, counter: u64, floor: u64) -> bool {
+    vouchable && epoch_is_current && counter >= floor
 }
 
 /// Whether a master that (re)started at `started` may be repaired at `now`: once `grace` (at least
@@ -215,12 +221,12 @@ mod tests {
     }
 
     #[test]
-    fn a_counter_set_up_elsewhere_is_trusted_only_when_absence_was_the_only_reason() {
+    fn a_counter_repaired_elsewhere_is_trusted_only_for_absence_or_a_restart() {
         assert!(set_up_elsewhere(true, true, 5, 0));
         assert!(set_up_elsewhere(true, true, 5, 5));
         assert!(
             !set_up_elsewhere(true, true, 4, 5),
-            "below what we saw: it lost writes"
+            "below what we saw in this incarnation: it lost writes"
         );
         assert!(
             !set_up_elsewhere(true, false, 5, 0),
@@ -228,7 +234,7 @@ mod tests {
         );
         assert!(
             !set_up_elsewhere(false, true, 5, 0),
-            "it went back, or its epoch changed"
+            "it went back within one incarnation"
         );
     }
 
