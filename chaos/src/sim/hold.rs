@@ -133,7 +133,7 @@ async fn critical_section(
         };
         if ctx.rng.random_ratio(1, 10) {
             record.paused = true;
-            tokio::time::sleep(record.ttl * 2).await;
+            pause(ctx, record.ttl * 2).await;
         } else {
             tokio::time::sleep(work).await;
         }
@@ -159,7 +159,7 @@ async fn critical_section(
     };
     if ctx.behaviour.pause_unfenced && ctx.rng.random_ratio(1, 10) {
         record.paused = true;
-        tokio::time::sleep(record.ttl * 2).await;
+        pause(ctx, record.ttl * 2).await;
     } else {
         tokio::time::sleep(work).await;
         if !valid(WRITE_MARGIN) {
@@ -169,4 +169,11 @@ async fn critical_section(
     if conn.set::<_, _, ()>(&key, value.unwrap_or(0) + 1).await.is_ok() {
         record.written.push(key);
     }
+}
+
+/// The whole client stops for `length`, as in a GC pause: its traffic is held both ways (so its
+/// watchdog cannot renew meanwhile), and the holder resumes after it.
+async fn pause(ctx: &ClientCtx, length: Duration) {
+    ctx.wire.freeze(length);
+    tokio::time::sleep(length).await;
 }

@@ -233,7 +233,8 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
         let ctx = ClientCtx {
             id: c,
             locks,
-            store: StoreConn::new(wire),
+            store: StoreConn::new(wire.clone()),
+            wire,
             rng: StdRng::seed_from_u64(rng.random()),
             start,
             until,

@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::RngExt;
 use tokio::time::Instant;
 
-use super::client::StoreConn;
+use super::client::{StoreConn, Wire};
 use super::hold::hold;
 
 /// The permits of every semaphore the workload uses.
@@ -140,6 +140,8 @@ pub struct ClientCtx {
     pub locks: Quorlock,
     /// Its connection to the store.
     pub store: StoreConn,
+    /// Its way into the world, through which a pause stops the whole client.
+    pub wire: Wire,
     /// Its generator for workload choices.
     pub rng: StdRng,
     /// The run's start.
