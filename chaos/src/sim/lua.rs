@@ -343,7 +343,11 @@ impl ScriptEngine {
 
     fn sequence(&self, items: &[&[u8]]) -> mlua::Result<Table> {
         self.lua
-            .create_sequence_from(items.iter().map(|item| Bytes(item)))
+            .create_sequence_from(items.iter().map(|item| match std::str::from_utf8(item) {
+                // Text goes straight onto Lua's stack; other bytes through a string handle.
+                Ok(text) => mlua::Either::Left(text),
+                Err(_) => mlua::Either::Right(Bytes(item)),
+            }))
     }
 }
 
