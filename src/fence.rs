@@ -13,7 +13,7 @@ use redis::Value;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::core::fencing::{repair_target, set_up_elsewhere, CounterRead, RepairTarget};
+use crate::core::fencing::{bootstrap_value, repair_target, set_up_elsewhere, CounterRead, RepairTarget};
 use crate::fanout::Fanout;
 use crate::health::Health;
 use crate::link::{Link, Masters};
@@ -29,9 +29,11 @@ use crate::names::Names;
 /// master (re)started, then raises it to the largest counter read from a majority of the *other*
 /// masters with intact counters. A master that restarted with `appendfsync always` lost nothing:
 /// it is raised at once to the largest intact counter read (if any), which only stamps its new
-/// epoch when it is already the highest. If every master answers that it has no counter, no token
-/// was ever issued: they all start at zero, each stamped with its epoch.
-pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names) -> usize {
+/// epoch when it is already the highest. If every master answers that it has no counter, either no
+/// token was ever issued or every master lost its counter since the last repair (a rolling restart
+/// of masters without persistence, with no fenced acquire in between): they all start at the wall
+/// clock (`wall_ms`) in microseconds, above every token issued before, each stamped with its epoch.
+pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wall_ms: u64) -> usize {
     let n = masters.len();
     if !(0..n).any(|i| health.needs_fence_repair(i)) {
         return 0;
@@ -69,7 +71,10 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names) ->
         .unwrap_or(0);
     let light = |i: &usize| health.fence_repair_light(*i);
     let (mut plan, target): (Vec<(usize, u64)>, RepairTarget) = match repair_target(&reads) {
-        RepairTarget::Bootstrap => ((0..n).map(|i| (i, 0)).collect(), RepairTarget::Bootstrap),
+        RepairTarget::Bootstrap => {
+            let start = bootstrap_value(wall_ms);
+            ((0..n).map(|i| (i, start)).collect(), RepairTarget::Bootstrap)
+        }
         RepairTarget::Raise(value) => (
             waiting
                 .iter()
@@ -101,7 +106,7 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names) ->
     if target == RepairTarget::Bootstrap {
         debug!(
             masters = n,
-            "no master has a fencing counter yet: starting them all at zero"
+            "no master has a fencing counter: starting them all at the wall clock in microseconds"
         );
     } else {
         // A master without a counter while others have one lost its data.

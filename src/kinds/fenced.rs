@@ -191,7 +191,14 @@ pub(crate) async fn fenced_round(
     inner.round().check_health();
     let n = inner.masters().len();
     let waiting = || (0..n).filter(|i| inner.health().needs_fence_repair(*i)).count();
-    let repair = || repair(inner.masters(), inner.health(), inner.names());
+    let repair = || {
+        repair(
+            inner.masters(),
+            inner.health(),
+            inner.names(),
+            inner.entropy().wall_ms(),
+        )
+    };
     repair().await;
     let mut result = two_rounds(inner, resource, timing, claim).await;
     for _ in 0..n {

@@ -164,6 +164,24 @@ pub fn set_up_elsewhere(vouchable: bool, epoch_is_current: bool, counter: u64, f
     vouchable && epoch_is_current && counter >= floor
 }
 
+/// Where every counter starts when every master answers that it has none: the wall clock
+/// `wall_ms` in microseconds.
+///
+/// All counters absent at once means either a fresh deployment or that every master lost its
+/// counter since the last repair (masters without persistence restarted one after another, with no
+/// fenced acquire, and so no repair, in between). Starting again at zero would then issue tokens
+/// that were issued before. Starting at the time in microseconds does not, as long as the counters
+/// grew by fewer than a million a second since the previous start (each token takes a majority
+/// round trip; a master serves far fewer increments than that) and the clock of the client that
+/// starts them is not behind the previous one's by as much as the time between the two losses.
+/// Lua reads the counters as doubles, exact below 2^53: about year 2255 in microseconds.
+pub fn bootstrap_value(wall_ms: u64) -> u64 {
+    wall_ms.saturating_mul(1_000).min(MAX_EXACT)
+}
+
+/// The largest integer a Lua number (a double) holds exactly.
+const MAX_EXACT: u64 = (1 << 53) - 1;
+
 /// Whether a master that (re)started at `started` may be repaired at `now`: once `grace` (at least
 /// the longest TTL in use) has passed, no acquisition can still count an acknowledgement it gave
 /// before it lost its data.
@@ -236,6 +254,15 @@ mod tests {
             !set_up_elsewhere(false, true, 5, 0),
             "it went back within one incarnation"
         );
+    }
+
+    #[test]
+    fn counters_start_at_the_time_so_a_second_start_is_above_the_first_ones_tokens() {
+        let first = bootstrap_value(1_700_000_000_000);
+        assert_eq!(first, 1_700_000_000_000_000);
+        // A thousand tokens in the next second, then every counter lost: the new start is above.
+        assert!(bootstrap_value(1_700_000_001_000) > first + 1_000);
+        assert_eq!(bootstrap_value(u64::MAX), MAX_EXACT);
     }
 
     #[test]
