@@ -20,6 +20,16 @@ use crate::link::{Link, Masters};
 use crate::lua::FENCE_REPAIR_SCRIPT;
 use crate::names::Names;
 
+/// What one repair did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Repair {
+    /// Masters this client repaired (or set up).
+    pub(crate) repaired: usize,
+    /// Another client seemed to be setting the counters up (some fresh, the rest absent), so the
+    /// repair was postponed; it is worth reading again in a moment.
+    pub(crate) under_way: bool,
+}
+
 /// Repairs the masters whose fencing counter is missing, behind, or not vouched for by their
 /// current epoch, where that is safe now; returns how many were repaired.
 ///
@@ -33,10 +43,10 @@ use crate::names::Names;
 /// token was ever issued or every master lost its counter since the last repair (a rolling restart
 /// of masters without persistence, with no fenced acquire in between): they all start at the wall
 /// clock (`wall_ms`) in microseconds, above every token issued before, each stamped with its epoch.
-pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wall_ms: u64) -> usize {
+pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wall_ms: u64) -> Repair {
     let n = masters.len();
     if !(0..n).any(|i| health.needs_fence_repair(i)) {
-        return 0;
+        return Repair::default();
     }
     let counter = names.fence_counter();
     let epoch = names.fence_epoch();
@@ -94,6 +104,13 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
             undecided,
         ),
     };
+    // Fresh counters on some masters and none on the others, nothing else: another client is
+    // setting them up, master by master.
+    let under_way = matches!(target, RepairTarget::Undecided { .. })
+        && reads.iter().any(|r| matches!(r, CounterRead::Present(_)))
+        && reads
+            .iter()
+            .all(|r| matches!(r, CounterRead::Present(_) | CounterRead::Absent));
     if let RepairTarget::Undecided { present, required } = target {
         debug!(
             present,
@@ -170,7 +187,7 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
             }
         }
     }
-    repaired
+    Repair { repaired, under_way }
 }
 
 /// Classifies one master's `[counter, epoch]`; marks it for repair if its epoch is stale.

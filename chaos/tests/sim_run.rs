@@ -90,3 +90,14 @@ fn regression_seed_4000532_counters_wiped_everywhere_start_above_earlier_tokens(
     let outcome = run_seed(seed(4_000_532, 30)).expect("a run");
     assert!(outcome.passed(), "{outcome:#?}");
 }
+
+/// Seed 5001170 found this (and 5003599 the same): two clients make their first fenced acquires at
+/// once on fresh masters. One sets the counters up, master by master; the other's repair reads
+/// them half set up (one fresh counter, the rest absent), cannot decide, and its attempt gave up
+/// within its 50 ms wait. A repair that finds counters being set up now reads them again after a
+/// short pause.
+#[test]
+fn regression_seed_5001170_a_first_fenced_acquire_waits_for_counters_being_set_up() {
+    let outcome = run_seed(seed(5_001_170, 30)).expect("a run");
+    assert!(outcome.passed(), "{outcome:#?}");
+}

@@ -181,7 +181,8 @@ fn check(inner: &Inner, resource: &str, ttl: Duration) -> Result<Timing, Acquire
 /// clients make the first fenced acquire on fresh masters at once, one of them starts the counters
 /// while the others' repairs read them half set up, and each such read frees the masters already
 /// set up. Every further try needs at least one more master usable than before, so there are at
-/// most as many as there are masters.
+/// most as many as there are masters. A read that finds too few set up yet, while another client is
+/// evidently setting them up, is made again after a short pause (at most once per master).
 pub(crate) async fn fenced_round(
     inner: &Arc<Inner>,
     resource: &str,
@@ -205,8 +206,16 @@ pub(crate) async fn fenced_round(
         match &result {
             Err(err) if asked_for_repair(err) => {
                 let before = waiting();
-                let repaired = repair().await;
-                if repaired == 0 && waiting() >= before {
+                let mut outcome = repair().await;
+                // Another client setting the counters up goes master by master: give it a moment
+                // rather than give up on the counters it has yet to reach.
+                let mut pauses = 0;
+                while outcome.repaired == 0 && waiting() >= before && outcome.under_way && pauses < n {
+                    tokio::time::sleep(SET_UP_PAUSE).await;
+                    outcome = repair().await;
+                    pauses += 1;
+                }
+                if outcome.repaired == 0 && waiting() >= before {
                     break;
                 }
                 result = two_rounds(inner, resource, timing, claim).await;
@@ -216,6 +225,10 @@ pub(crate) async fn fenced_round(
     }
     result
 }
+
+/// How long a fenced attempt waits for another client that is setting the counters up, before it
+/// reads them again (at most once per master).
+const SET_UP_PAUSE: Duration = Duration::from_millis(10);
 
 fn asked_for_repair(err: &AcquireError) -> bool {
     err.failures()
