@@ -99,13 +99,8 @@ impl ComposeProject {
                 file.display()
             )));
         }
-        for i in 0..services.len() {
-            let port = free_port()?;
-            options.env.push((
-                format!("QUORLOCK_M{}_PORT", i + 1).into(),
-                port.to_string().into(),
-            ));
-        }
+        let base_env = options.env.len();
+        publish_on_free_ports(&mut options.env, services.len())?;
         options.services = services;
         // From here on, dropping the guard removes whatever `up` managed to create.
         let mut project = ComposeProject {
@@ -114,15 +109,31 @@ impl ComposeProject {
             swept,
             down: false,
         };
-        let up = compose(&project.options).args(["up", "-d", "--wait"]);
-        match tokio::time::timeout(spec.ready_timeout, up.output()).await {
-            Ok(result) => drop(result?),
-            Err(_) => {
-                return Err(HarnessError::Command {
-                    command: "docker compose up -d --wait".into(),
-                    status: format!("not healthy within {:?}", spec.ready_timeout),
-                    stderr: String::new(),
-                })
+        // A port found free can be taken by another process before the engine binds it; then
+        // the project comes up again on other ports (the containers whose port changed are
+        // recreated).
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let up = compose(&project.options).args(["up", "-d", "--wait"]);
+            match tokio::time::timeout(spec.ready_timeout, up.output()).await {
+                Ok(Err(HarnessError::Command { stderr, .. }))
+                    if tries < PORT_TRIES && stderr.contains("port is already allocated") =>
+                {
+                    project.options.env.truncate(base_env);
+                    publish_on_free_ports(&mut project.options.env, project.options.services.len())?;
+                }
+                Ok(result) => {
+                    drop(result?);
+                    break;
+                }
+                Err(_) => {
+                    return Err(HarnessError::Command {
+                        command: "docker compose up -d --wait".into(),
+                        status: format!("not healthy within {:?}", spec.ready_timeout),
+                        stderr: String::new(),
+                    })
+                }
             }
         }
         let mut ports = Vec::with_capacity(project.options.services.len());
@@ -217,6 +228,24 @@ fn compose(options: &ComposeOptions) -> DockerCommand<'_> {
 fn parse_port(out: &str) -> Option<u16> {
     let line = out.lines().map(str::trim).find(|l| !l.is_empty())?;
     line.rsplit_once(':')?.1.parse().ok().filter(|p| *p != 0)
+}
+
+/// How many times a project is brought up when a port it was given is taken meanwhile.
+const PORT_TRIES: u32 = 3;
+
+/// Gives each of `services` masters a free loopback port to publish on (`QUORLOCK_M<i>_PORT`).
+fn publish_on_free_ports(
+    env: &mut Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    services: usize,
+) -> Result<(), HarnessError> {
+    for i in 0..services {
+        let port = free_port()?;
+        env.push((
+            format!("QUORLOCK_M{}_PORT", i + 1).into(),
+            port.to_string().into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A loopback port nothing listens on right now (the kernel's choice).
