@@ -171,11 +171,12 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
             masters: MASTERS,
             clients: CLIENTS,
             run_ms,
-            // Wipes must hit a majority inside one TTL to show; they come often in that control.
-            mean_gap_ms: if control == Some(Control::WipeWithoutGrace) {
-                150
-            } else {
-                1_500
+            // Wipes and clock jumps must hit a majority inside one TTL to show (a jump on a single
+            // master leaves the holder's other grants standing); they come often in those controls.
+            mean_gap_ms: match control {
+                Some(Control::WipeWithoutGrace) => 150,
+                Some(Control::ClockJump) => 300,
+                _ => 1_500,
             },
             clock_jump_ms: (control == Some(Control::ClockJump)).then_some(TTL_MS.1 * 2),
             instant_crashes: control == Some(Control::WipeWithoutGrace),
