@@ -65,17 +65,7 @@ pub fn exclusion(records: &[SimRecord]) -> Vec<String> {
     checker::overlaps(&records_of(exclusive))
         .into_iter()
         .filter(|o| o.first.client != o.second.client)
-        .map(|o| {
-            format!(
-                "mutual exclusion: {} held by c{} from {:?} and by c{} from {:?}, {:?} of overlap",
-                o.resource,
-                o.first.client,
-                o.first.acquired.unwrap_or_default(),
-                o.second.client,
-                o.second.acquired.unwrap_or_default(),
-                o.overlap
-            )
-        })
+        .map(|o| held_twice("mutual exclusion", &o))
         .collect()
 }
 
@@ -113,18 +103,25 @@ pub fn semaphore(records: &[SimRecord]) -> Vec<String> {
             r.permit.map_or("?".to_owned(), |p| p.to_string())
         );
     }
-    found.extend(checker::overlaps(&slots).into_iter().map(|o| {
-        format!(
-            "semaphore: {} held by c{} from {:?} and by c{} from {:?}, {:?} of overlap",
-            o.resource,
-            o.first.client,
-            o.first.acquired.unwrap_or_default(),
-            o.second.client,
-            o.second.acquired.unwrap_or_default(),
-            o.overlap
-        )
-    }));
+    found.extend(
+        checker::overlaps(&slots)
+            .into_iter()
+            .map(|o| held_twice("semaphore", &o)),
+    );
     found
+}
+
+/// `CHECK: RESOURCE held by cA from T and by cB from T, D of overlap`.
+fn held_twice(check: &str, o: &checker::Overlap) -> String {
+    format!(
+        "{check}: {} held by c{} from {:?} and by c{} from {:?}, {:?} of overlap",
+        o.resource,
+        o.first.client,
+        o.first.acquired.unwrap_or_default(),
+        o.second.client,
+        o.second.acquired.unwrap_or_default(),
+        o.overlap
+    )
 }
 
 /// A read hold of a read-write lock whose safe interval overlaps a write hold's on the same
