@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::clock::Clock;
 use crate::core::{Backoff, RetryPlan, Timing};
 use crate::error::{BuildError, InputError};
 use crate::seam::Master;
@@ -88,6 +89,9 @@ pub struct Config {
     /// `QuorlockBuilder::unsafe_fair_skips_queue_for_tests` turned it on.
     #[cfg(feature = "seam")]
     pub(crate) unsafe_fair_skips_queue: bool,
+    /// The clock every deadline, validity, renewal and wait is measured on: tokio's, or the
+    /// environment's when the application supplied one.
+    pub(crate) clock: Clock,
 }
 
 /// Where one master comes from.
@@ -222,7 +226,8 @@ impl QuorlockBuilder {
     }
 
     /// Draws tokens, ids, jitter and fair tickets' time from `environment` instead of the OS and
-    /// the system clock (the deterministic simulation does). Needs the `seam` feature.
+    /// the system clock, and measures every deadline, validity, renewal and wait on its monotonic
+    /// clock instead of tokio's (the deterministic simulation does). Needs the `seam` feature.
     #[cfg(feature = "seam")]
     pub fn environment(mut self, environment: Arc<dyn crate::seam::Environment>) -> Self {
         self.environment = Some(environment);
@@ -399,6 +404,7 @@ impl QuorlockBuilder {
             local_queue: self.local_queue,
             #[cfg(feature = "seam")]
             unsafe_fair_skips_queue: self.unsafe_fair_skips_queue,
+            clock: Clock::of(self.environment.as_ref()),
         })
     }
 }

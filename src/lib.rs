@@ -77,6 +77,7 @@
 mod background;
 mod by_token;
 mod client;
+mod clock;
 mod coalesce;
 pub mod config;
 mod core;

@@ -126,11 +126,27 @@ pub struct Message {
     pub payload: String,
 }
 
-/// Where a client draws its randomness and its wall-clock time, when the application supplies them
-/// (the deterministic simulation does, so that one seed gives one history).
+/// A timer of an [`Environment`]'s clock: done once that clock reads its deadline.
+pub type Timer = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Where a client draws its randomness, its wall-clock time and its monotonic clock, when the
+/// application supplies them (the deterministic simulation does, so that one seed gives one
+/// history, and so that each simulated client's clock runs at a rate of its own and stops while
+/// the client is paused).
 pub trait Environment: Send + Sync + 'static {
     /// Fills `bytes` with random bytes: lock tokens, owner and ticket ids, retry jitter.
     fn fill(&self, bytes: &mut [u8]);
     /// Milliseconds since the Unix epoch: the time a fair ticket is stamped with.
     fn wall_clock_ms(&self) -> u64;
+    /// The client's monotonic clock: every validity, deadline, renewal and timeout is measured on
+    /// it. Tokio's clock by default. It must never go backwards.
+    fn now(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now()
+    }
+    /// A timer that completes once [`Environment::now`] reads `deadline` or later (at once if it
+    /// already does). Tokio's timer by default; an implementation that changes `now` must change
+    /// this with it.
+    fn sleep_until(&self, deadline: tokio::time::Instant) -> Timer {
+        Box::pin(tokio::time::sleep_until(deadline))
+    }
 }
