@@ -77,7 +77,11 @@ impl Clock {
 
     /// Runs `future` until it completes or this clock reads `deadline`, whichever comes first
     /// (the future is polled first, so one ready at the deadline still counts).
-    pub(crate) async fn timeout_at<F: Future>(&self, deadline: Instant, future: F) -> Result<F::Output, Elapsed> {
+    pub(crate) async fn timeout_at<F: Future>(
+        &self,
+        deadline: Instant,
+        future: F,
+    ) -> Result<F::Output, Elapsed> {
         let timer = self.sleep_until(deadline);
         tokio::select! {
             biased;
@@ -166,5 +170,83 @@ mod tests {
         timer.await;
         assert_eq!(clock.now() - origin, Duration::from_secs(1));
         assert!(clock.deadline(Duration::MAX) > clock.now());
+    }
+
+    /// Calls that read tokio's clock, or set a timer on it, behind the client's back.
+    const FORBIDDEN: [&str; 6] = [
+        "Instant::now()",
+        "tokio::time::sleep",
+        "tokio::time::timeout",
+        ".elapsed()",
+        "tokio::pin!(time",
+        "std::time::Instant",
+    ];
+
+    /// Files allowed to use tokio's clock: this one; the seam (the environment's default clock);
+    /// the redis-rs master (its timeouts bound real sockets, as any master implementation's
+    /// do); metrics (durations reported to dashboards, never a decision); the kinds' property-test
+    /// models (`model.rs`, compiled for tests only).
+    const EXEMPT: [&str; 5] = ["clock.rs", "seam.rs", "node.rs", "metrics.rs", "model.rs"];
+
+    /// The forbidden calls in `source` outside its tests, as `line: text`.
+    fn stray_reads(source: &str) -> Vec<String> {
+        source
+            .lines()
+            .take_while(|line| !line.trim_start().starts_with("#[cfg(test)]"))
+            .enumerate()
+            .filter(|(_, line)| !line.trim_start().starts_with("//"))
+            .filter(|(_, line)| FORBIDDEN.iter().any(|call| line.contains(call)))
+            .map(|(i, line)| format!("{}: {}", i + 1, line.trim()))
+            .collect()
+    }
+
+    fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn the_check_finds_a_stray_read_and_ignores_comments_and_tests() {
+        let bad = "fn f() {\n    let t = tokio::time::Instant::now();\n}\n";
+        assert_eq!(stray_reads(bad), vec!["2: let t = tokio::time::Instant::now();"]);
+        let fine =
+            "// Instant::now() in a comment\n#[cfg(test)]\nmod tests { fn g() { started.elapsed(); } }\n";
+        assert!(stray_reads(fine).is_empty());
+    }
+
+    /// Every read of the time and every timer of the client goes through [`Clock`], so an
+    /// environment's clock (the simulation's, per client) is never bypassed.
+    #[test]
+    fn no_code_outside_this_file_reads_tokio_clock() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&root, &mut files);
+        assert!(
+            files.len() > 20,
+            "the crate's sources were not found under {root:?}"
+        );
+        let mut strays = Vec::new();
+        for file in files {
+            let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if EXEMPT.contains(&name) {
+                continue;
+            }
+            let source = std::fs::read_to_string(&file).unwrap_or_default();
+            strays.extend(
+                stray_reads(&source)
+                    .into_iter()
+                    .map(|s| format!("{}:{s}", file.display())),
+            );
+        }
+        assert!(strays.is_empty(), "read the time through `Clock`: {strays:#?}");
     }
 }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use futures::stream::StreamExt;
 use redis::Value;
-use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::core::fencing::{bootstrap_value, repair_target, set_up_elsewhere, CounterRead, RepairTarget};
@@ -70,7 +69,7 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
     }
     drop(pending);
     let waiting: Vec<usize> = (0..n).filter(|i| health.needs_fence_repair(*i)).collect();
-    let now = Instant::now();
+    let now = health.now();
     let intact_max = reads
         .iter()
         .filter_map(|r| match r {

@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::clock::Clock;
 use crate::coalesce::Turn;
 use crate::metrics::{self, Cause};
 use crate::ops::LockOps;
@@ -91,6 +92,8 @@ pub(crate) struct Lease {
     turn: Mutex<Option<Turn>>,
     /// The lock in the held-locks gauge, until it is released.
     held: metrics::Held,
+    /// The client's clock, which `valid_until` is on.
+    pub(crate) clock: Clock,
 }
 
 impl std::fmt::Debug for Lease {
@@ -107,14 +110,15 @@ impl std::fmt::Debug for Lease {
 }
 
 impl Lease {
-    /// A lease of `resource` (under `key`, for `token`) taken for `ttl`, valid until `valid_until`.
+    /// A lease of `resource` (under `key`, for `token`) taken for `ttl`, valid until `valid_until`
+    /// on `clock`.
     pub(crate) fn new(
         resource: String,
         key: Arc<str>,
         token: Arc<str>,
         ops: Arc<dyn LockOps>,
         ttl: Duration,
-        valid_until: Instant,
+        (clock, valid_until): (Clock, Instant),
     ) -> Self {
         Self {
             resource,
@@ -132,6 +136,7 @@ impl Lease {
             watched: std::sync::OnceLock::new(),
             turn: Mutex::new(None),
             held: metrics::Held::start(),
+            clock,
         }
     }
 }
@@ -144,13 +149,13 @@ impl Lease {
 
     /// The time left before the lock stops being valid; zero once it has.
     pub(crate) fn validity(&self) -> Duration {
-        self.valid_until().saturating_duration_since(Instant::now())
+        self.valid_until().saturating_duration_since(self.clock.now())
     }
 
     /// Whether the lock is known lost or its validity ran out.
     pub(crate) fn is_lost(&self) -> bool {
         let status = self.status.get();
-        status.lost || Instant::now() + LOST_TIMER_LEAD >= status.valid_until
+        status.lost || self.clock.now() + LOST_TIMER_LEAD >= status.valid_until
     }
 
     /// Waits until the lock is known lost or its last confirmed validity ends.
@@ -173,9 +178,9 @@ impl Lease {
             tokio::select! {
                 // In a fixed order: one seed, one history (the simulation runs this on a paused clock).
                 biased;
-                () = tokio::time::sleep_until(deadline) => {
+                () = self.clock.sleep_until(deadline) => {
                     // The deadline may have moved while we slept (an extend); look again.
-                    if Instant::now() + LOST_TIMER_LEAD >= self.status.get().valid_until {
+                    if self.clock.now() + LOST_TIMER_LEAD >= self.status.get().valid_until {
                         return;
                     }
                 }

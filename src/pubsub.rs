@@ -25,6 +25,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use crate::clock::Clock;
 use crate::core::quorum;
 use crate::error::NodeErrorKind;
 use crate::link::Masters;
@@ -49,6 +50,8 @@ struct Hub {
     warned: AtomicBool,
     /// How long opening a pub/sub connection may take (the builder's connect timeout).
     connect_timeout: Duration,
+    /// The clock waits and reconnection delays are measured on.
+    clock: Clock,
 }
 
 /// One master's pub/sub connection, opened on demand.
@@ -142,7 +145,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Waits {
-    pub(crate) fn new(masters: &Masters, connect_timeout: Duration) -> Self {
+    pub(crate) fn new(masters: &Masters, connect_timeout: Duration, clock: Clock) -> Self {
         Self {
             hub: Arc::new(Hub {
                 channels: Mutex::new(HashMap::new()),
@@ -157,6 +160,7 @@ impl Waits {
                 generations: AtomicU64::new(1),
                 warned: AtomicBool::new(false),
                 connect_timeout,
+                clock,
             }),
         }
     }
@@ -255,7 +259,7 @@ impl Listener {
         {
             slot.live = None;
             if slot.connecting.is_none() {
-                if slot.retry_after.is_some_and(|at| Instant::now() < at) {
+                if slot.retry_after.is_some_and(|at| hub.clock.now() < at) {
                     return false;
                 }
                 slot.connecting = Some(tokio::spawn(connect(
@@ -278,12 +282,12 @@ impl Listener {
                     slot.live = Some(live);
                 }
                 Ok(Err(error)) => {
-                    slot.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
+                    slot.retry_after = Some(hub.clock.deadline(PUBSUB_RECONNECT_DELAY));
                     warn!(node = self.index, addr = %self.master.addr(), %error, "cannot open the pub/sub connection; waiters fall back to their timers");
                     return false;
                 }
                 Err(error) => {
-                    slot.retry_after = Some(Instant::now() + PUBSUB_RECONNECT_DELAY);
+                    slot.retry_after = Some(hub.clock.deadline(PUBSUB_RECONNECT_DELAY));
                     debug!(node = self.index, %error, "the pub/sub connection attempt ended");
                     return false;
                 }
@@ -391,7 +395,8 @@ impl Waiter {
         let hub = &self.hub;
         let channel = &self.channel;
         let results = futures::future::join_all(hub.masters.iter().map(|master| async move {
-            tokio::time::timeout(timeout, master.ensure(hub, channel))
+            hub.clock
+                .timeout(timeout, master.ensure(hub, channel))
                 .await
                 .unwrap_or(false)
         }))
@@ -401,7 +406,9 @@ impl Waiter {
 
     /// Waits for a release announcement until `until`; returns whether one came.
     pub(crate) async fn woken_before(&self, until: tokio::time::Instant) -> bool {
-        tokio::time::timeout_at(until, self.channel.wake.notified())
+        self.hub
+            .clock
+            .timeout_at(until, self.channel.wake.notified())
             .await
             .is_ok()
     }
@@ -466,7 +473,7 @@ mod tests {
                 crate::link::Link::new(i, Arc::new(node), Duration::from_millis(50))
             })
             .collect();
-        Waits::new(&Masters::new(links), Duration::from_millis(50))
+        Waits::new(&Masters::new(links), Duration::from_millis(50), Clock::Tokio)
     }
 
     fn announce(waits: &Waits, key: &str, payload: &str) {

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tracing::{debug, Span};
 
 use crate::background::Background;
+use crate::clock::Clock;
 use crate::core::round::round_error;
 use crate::core::{Decision, Failure, Tally, Timing, Vote};
 use crate::error::{AcquireError, NodeErrorKind, NodeFailure};
@@ -38,6 +39,8 @@ pub(crate) struct Round<'a> {
     pub(crate) background: &'a Background,
     /// The bound on each master's reply.
     pub(crate) node_timeout: Duration,
+    /// The clock the round's validity is measured on.
+    pub(crate) clock: &'a Clock,
 }
 
 impl Round<'_> {
@@ -89,7 +92,7 @@ impl Round<'_> {
         self.check_health();
         // Armed until the round is settled: dropping this future part-way releases from a task.
         let mut cleanup = ReleaseOnDrop::new(self.release(), Arc::clone(ops));
-        let started = Instant::now();
+        let started = self.clock.now();
         let mut tally = Tally::new(self.masters.len(), timing, started.into_std());
         let mut pending = self.fan_out(send);
         let mut failures = Vec::new();
@@ -110,7 +113,7 @@ impl Round<'_> {
                     resource,
                     &tally,
                     decision,
-                    started.elapsed(),
+                    self.clock.now().saturating_duration_since(started),
                     timing,
                     failures,
                 ))
@@ -119,7 +122,7 @@ impl Round<'_> {
                 resource,
                 &tally,
                 decision,
-                started.elapsed(),
+                self.clock.now().saturating_duration_since(started),
                 timing,
                 failures,
             )),
@@ -141,22 +144,21 @@ impl Round<'_> {
         F: Future<Output = Result<(), NodeErrorKind>> + Unpin,
     {
         let since = metrics::Stopwatch::start();
-        let opened = Instant::now();
+        let opened = self.clock.now();
         let deadline = Instant::from_std(tally.deadline());
         // One timer for the whole round, not one per reply, and none when the requests' own node
         // timeouts (at most two in a row per request) end them all before time could decide: a
         // reply is only a yes with validity left at its arrival anyway. Registering a timer can
         // cost a wake-up of the runtime's timer thread.
-        let answered_by = Instant::now().checked_add(self.node_timeout.saturating_mul(2));
+        let answered_by = opened.checked_add(self.node_timeout.saturating_mul(2));
         let timed = answered_by.is_none_or(|by| by >= deadline);
-        let time_decides = tokio::time::sleep_until(deadline);
-        tokio::pin!(time_decides);
+        let mut time_decides = self.clock.sleep_until(deadline);
         loop {
             let decision = tokio::select! {
                 biased;
                 reply = pending.next() => match reply {
                     Some((node, result)) => {
-                        let now = Instant::now();
+                        let now = self.clock.now();
                         self.health.observe(node, result.as_ref().err(), now.saturating_duration_since(opened));
                         let result = result.and_then(|()| match self.masters.get(node) {
                             Some(link) => self.health.admit(link, now),
@@ -173,17 +175,17 @@ impl Round<'_> {
                         tally.handle_reply(node, vote, now.into_std())
                     }
                     // Every master has answered: the tally is decided unless something is badly wrong.
-                    None => match tally.poll(Instant::now().into_std()) {
+                    None => match tally.poll(self.clock.now().into_std()) {
                         Decision::Pending => Decision::Failed(Failure::NoQuorum),
                         decided => decided,
                     },
                 },
                 () = &mut time_decides, if timed => {
-                    let decided = tally.poll(Instant::now().into_std());
+                    let decided = tally.poll(self.clock.now().into_std());
                     if !decided.is_final() {
                         // A timer fired a hair before the deadline it was set for: look again
                         // shortly rather than spin on a fired timer.
-                        time_decides.as_mut().reset(Instant::now() + Duration::from_millis(1));
+                        time_decides.reset(self.clock, self.clock.deadline(Duration::from_millis(1)));
                     }
                     decided
                 }

@@ -140,7 +140,8 @@ impl Lock<'_> {
         let opts = self.keep_alive_options();
         let guard = self.acquire().await?;
         guard.keep_alive_with(opts);
-        let started = Instant::now();
+        let clock = guard.lease().clock.clone();
+        let started = clock.now();
         let work = work(LockHandle {
             held: Arc::clone(guard.lease()),
         });
@@ -150,7 +151,7 @@ impl Lock<'_> {
             output = work => Some(output),
         };
         let Some(output) = output else {
-            let held_for = started.elapsed();
+            let held_for = clock.now().saturating_duration_since(started);
             warn!(
                 held_for_ms = held_for.as_millis() as u64,
                 "lock lost during the work; the work was cancelled"

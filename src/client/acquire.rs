@@ -10,8 +10,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use super::{Guard, Inner};
 use crate::core::{RetryPlan, Timing};
 use crate::error::AcquireError;
@@ -58,17 +56,18 @@ impl Inner {
             let key = self.names.shared_key(resource);
             return self.plain_round(resource, key, timing).await;
         };
-        let started = Instant::now();
+        let clock = self.clock();
+        let started = clock.now();
         // One copy of the key serves the local queue, the rounds and the guard.
         let key = self.names.shared_key(resource);
         let turn = if self.config.local_queue {
             let until = deadline(started, plan);
-            match tokio::time::timeout_at(until, self.queue.turn(&key)).await {
+            match clock.timeout_at(until, self.queue.turn(&key)).await {
                 Ok(turn) => Some(turn),
                 Err(_) => {
                     return Err(AcquireError::Queued {
                         resource: resource.to_owned(),
-                        waited: started.elapsed(),
+                        waited: clock.now().saturating_duration_since(started),
                     })
                 }
             }
@@ -80,6 +79,7 @@ impl Inner {
             backoff: self.config.backoff,
             wake_on_release: self.config.wake_on_release,
             node_timeout: self.config.node_timeout,
+            clock: clock.clone(),
         };
         let mut policy = ReleaseOrExpiry::new(
             settings,
@@ -90,7 +90,7 @@ impl Inner {
             resource,
             &key,
         );
-        let guard = retry(resource, started, &mut policy, || {
+        let guard = retry(resource, clock, started, &mut policy, || {
             self.plain_round(resource, Arc::clone(&key), timing)
         })
         .await?;

@@ -89,7 +89,7 @@ impl QuorlockBuilder {
         check_at_build(&health, &masters).await;
         same_server(&masters, &health)?;
         let inner = Inner {
-            waits: Waits::new(&masters, config.connect_timeout),
+            waits: Waits::new(&masters, config.connect_timeout, config.clock.clone()),
             watchdog: Watchdog::new(&masters, Arc::clone(&config)),
             names: Names::new(&config.key_prefix),
             queue: LocalQueue::default(),

@@ -166,14 +166,14 @@ impl Guard {
                 resource: lease.resource.clone(),
             });
         }
-        if Instant::now() >= status.valid_until {
+        if lease.clock.now() >= status.valid_until {
             lease.lose(Cause::Expired);
             return Err(ExtendError::Expired {
                 resource: lease.resource.clone(),
             });
         }
         let call = lease.ops.extend(ttl_millis(ttl));
-        let started = Instant::now();
+        let started = lease.clock.now();
         let mut tally = Tally::new(round.masters.len(), timing, started.into_std());
         let mut pending = round.fan_out(|link| {
             link.call(&call)
@@ -213,7 +213,7 @@ impl Guard {
     pub async fn release(self) -> Result<Released, ReleaseError> {
         let (client, lease) = (Arc::clone(&self.client), Arc::clone(&self.lease));
         // Whether the holder's own clock says the lock had expired when its release went out.
-        let expired = Instant::now() >= lease.valid_until();
+        let expired = lease.clock.now() >= lease.valid_until();
         let known_lost = lease.status.get().lost;
         lease.set_released();
         // From here on, dropping this future part-way still releases from a task.

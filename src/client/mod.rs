@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::background::Background;
+use crate::clock::Clock;
 use crate::coalesce::LocalQueue;
 use crate::config::Config;
 use crate::core::{quorum, RetryPlan, Timing};
@@ -164,6 +165,11 @@ impl Inner {
         &self.entropy
     }
 
+    /// The clock every deadline, validity and wait of this client is measured on.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.config.clock
+    }
+
     /// Where lock traffic left to tasks is counted.
     pub(crate) fn background(&self) -> &Background {
         &self.background
@@ -176,6 +182,7 @@ impl Inner {
             health: &self.health,
             background: &self.background,
             node_timeout: self.config.node_timeout,
+            clock: &self.config.clock,
         }
     }
 
@@ -212,7 +219,8 @@ impl Inner {
         ttl: Duration,
         valid_until: Instant,
     ) -> Guard {
-        let lease = Lease::new(resource.to_owned(), key, token, ops, ttl, valid_until);
+        let valid = (self.config.clock.clone(), valid_until);
+        let lease = Lease::new(resource.to_owned(), key, token, ops, ttl, valid);
         Guard::new(Arc::clone(self), lease)
     }
 
@@ -236,7 +244,14 @@ impl Inner {
 
     /// Backs off between attempts within `plan`, from `started`, sleeping with `sleep`.
     pub(crate) fn backoff<S>(&self, plan: RetryPlan, started: Instant, sleep: S) -> Backoff<S> {
-        Backoff::new(plan, self.config.backoff, self.entropy.clone(), started, sleep)
+        Backoff::new(
+            plan,
+            self.config.backoff,
+            self.entropy.clone(),
+            self.config.clock.clone(),
+            started,
+            sleep,
+        )
     }
 
     /// Listens for releases of `keys` between attempts (when waking on release is on).
@@ -246,6 +261,7 @@ impl Inner {
             keys,
             self.config.wake_on_release,
             self.config.node_timeout,
+            self.config.clock.clone(),
         )
     }
 
@@ -262,9 +278,9 @@ impl Inner {
         Fut: Future<Output = Result<T, AcquireError>>,
         S: Sleep + Send + Sync,
     {
-        let started = Instant::now();
+        let started = self.clock().now();
         let mut policy = self.backoff(plan, started, sleep);
-        retry(resource, started, &mut policy, attempt).await
+        retry(resource, self.clock(), started, &mut policy, attempt).await
     }
 
     /// [`Inner::retrying`] for a lock kind whose lock is the keys `keys`: a pause ends early when a

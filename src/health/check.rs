@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use redis::Value;
-use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::Health;
@@ -48,7 +47,7 @@ impl Snapshot {
 /// Starts, in the background, the checks that are due: a master unverified since a reconnect (at
 /// most every `UNVERIFIED_RETRY`), and every master once per refresh interval. Never waits.
 pub(crate) fn tick(health: &Arc<Health>, masters: &Arc<Masters>) {
-    let now = Instant::now();
+    let now = health.now();
     let periodic = health.periodic_due(now);
     for link in masters.iter() {
         if !health.claim(link, now, periodic) {
@@ -74,13 +73,14 @@ pub(crate) fn tick(health: &Arc<Health>, masters: &Arc<Masters>) {
 /// Reads `node`'s identity and durability once and records it.
 async fn check(health: &Health, node: &Link) -> Option<Snapshot> {
     let before = node.disconnects();
-    let sent = Instant::now();
+    let sent = health.now();
     let result = inspect(node).await;
-    health.observe(node.index(), result.as_ref().err(), sent.elapsed());
+    let took = health.now().saturating_duration_since(sent);
+    health.observe(node.index(), result.as_ref().err(), took);
     match result {
         Ok(snapshot) => {
             debug!(node = node.index(), addr = node.addr(), run_id = %snapshot.run_id, uptime_s = snapshot.uptime_secs, "master checked");
-            health.record(node, before, &snapshot, Instant::now());
+            health.record(node, before, &snapshot, health.now());
             // What the server offers natively holds for this connection; a reconnect since the
             // check began leaves it unread (the next check reads it).
             if node.disconnects() == before {

@@ -35,6 +35,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::warn;
 
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::core::admission::{self, Standing};
 use crate::error::NodeErrorKind;
@@ -90,6 +91,8 @@ pub(crate) struct Health {
     last_periodic: Mutex<Instant>,
     /// This client's share of the ignored-masters gauge, by reason, as last published.
     published: Mutex<[i64; snapshot::REASONS]>,
+    /// The client's clock: restart graces, check intervals and uptimes are measured on it.
+    clock: Clock,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -106,9 +109,15 @@ impl Health {
             refresh_every: config.health_refresh,
             max_ttl_ms: AtomicU64::new(0),
             nodes: (0..n).map(|_| Mutex::new(NodeState::default())).collect(),
-            last_periodic: Mutex::new(Instant::now()),
+            last_periodic: Mutex::new(config.clock.now()),
             published: Mutex::new([0; snapshot::REASONS]),
+            clock: config.clock.clone(),
         }
+    }
+
+    /// Now, on the client's clock.
+    pub(crate) fn now(&self) -> Instant {
+        self.clock.now()
     }
 
     /// Remembers a TTL in use, so the default grace covers it.

@@ -136,7 +136,7 @@ impl Health {
 
     /// Every master's health now.
     pub(crate) fn snapshot(&self, masters: &Masters) -> HealthSnapshot {
-        let now = Instant::now();
+        let now = self.now();
         let masters_health = masters
             .iter()
             .filter_map(|link| {
@@ -173,7 +173,7 @@ impl Health {
         if !cfg!(feature = "metrics") {
             return;
         }
-        let now = Instant::now();
+        let now = self.now();
         let mut counts = [0i64; REASONS];
         for link in masters.iter() {
             let Some(state) = self.state(link.index()) else {

@@ -32,6 +32,7 @@ use tracing::{debug, warn};
 
 use crate::background::Background;
 use crate::client::{Guard, Inner};
+use crate::clock::Clock;
 use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::link::{Call, Masters};
@@ -249,6 +250,8 @@ struct Wake {
     /// The longest pause between rounds: a third of the heartbeat, so the ticket never lapses.
     cap: Duration,
     subscribing: Option<tokio::task::JoinHandle<()>>,
+    /// The client's clock, which the pauses are measured on.
+    clock: Clock,
 }
 
 impl Wake {
@@ -272,20 +275,22 @@ impl Wake {
             timeout,
             cap,
             subscribing,
+            clock: inner.clock().clone(),
         }
     }
 
     /// Sleeps for `delay`, or less if our turn is announced meanwhile (or was, since the last pause).
     fn pause(&self, delay: Duration) -> impl Future<Output = ()> + 'static {
         let (turn, waiter, timeout) = (Arc::clone(&self.turn), Arc::clone(&self.waiter), self.timeout);
+        let clock = self.clock.clone();
         async move {
-            let until = tokio::time::Instant::now() + delay;
+            let until = clock.deadline(delay);
             // Re-subscribes on masters that reconnected (a no-op otherwise), within this pause.
-            let _ = tokio::time::timeout_at(until, waiter.listen(timeout)).await;
+            let _ = clock.timeout_at(until, waiter.listen(timeout)).await;
             tokio::select! {
                 // In a fixed order: one seed, one history (the simulation runs this on a paused clock).
                 biased;
-                () = tokio::time::sleep_until(until) => {}
+                () = clock.sleep_until(until) => {}
                 () = turn.notified() => debug!("woken by a release naming our ticket"),
             }
         }

@@ -211,7 +211,7 @@ pub(crate) async fn fenced_round(
                 // rather than give up on the counters it has yet to reach.
                 let mut pauses = 0;
                 while outcome.repaired == 0 && waiting() >= before && outcome.under_way && pauses < n {
-                    tokio::time::sleep(SET_UP_PAUSE).await;
+                    inner.clock().sleep(SET_UP_PAUSE).await;
                     outcome = repair().await;
                     pauses += 1;
                 }
@@ -354,7 +354,7 @@ async fn two_rounds(
     // release are theirs.
     let ops = claim.ops(&key, &token);
     let mut cleanup = ReleaseOnDrop::new(round.release(), Arc::clone(&ops));
-    let started = Instant::now();
+    let started = inner.clock().now();
 
     // Round 1. Its requests borrow the round, so the ones still in flight at the decision are
     // dropped, not finished: a master that misses a fenced lock's `SET` only makes the lock's
@@ -391,7 +391,7 @@ async fn two_rounds(
                 resource,
                 &tally,
                 decision,
-                started.elapsed(),
+                inner.clock().now().saturating_duration_since(started),
                 timing,
                 failures,
             ));
@@ -405,7 +405,7 @@ async fn two_rounds(
 
     // Round 2, decided against the validity of the whole acquisition (same start).
     let mut commit = Tally::new(n, timing, started.into_std());
-    let now = Instant::now().into_std();
+    let now = inner.clock().now().into_std();
     for i in (0..n).filter(|i| !granted.contains(i)) {
         commit.handle_reply(i, Vote::No, now);
     }
@@ -458,7 +458,7 @@ async fn two_rounds(
                 resource,
                 &commit,
                 decision,
-                started.elapsed(),
+                inner.clock().now().saturating_duration_since(started),
                 timing,
                 commit_failures,
             ))

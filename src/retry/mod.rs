@@ -14,6 +14,7 @@ use std::future::Future;
 use tokio::time::Instant;
 use tracing::Span;
 
+use crate::clock::Clock;
 use crate::error::AcquireError;
 
 /// What a policy says after its pause.
@@ -33,12 +34,14 @@ pub(crate) trait Policy {
 }
 
 /// Makes attempts with `attempt` until one succeeds, one fails with an error that waiting cannot
-/// cure, or `policy` gives up; `started` is when the wait began (for the error's report).
+/// cure, or `policy` gives up; `started` is when the wait began on `clock` (for the error's
+/// report).
 ///
 /// # Errors
 /// The first non-retryable error, or [`AcquireError::Exhausted`] with the last failure.
 pub(crate) async fn retry<T, F, Fut, P>(
     resource: &str,
+    clock: &Clock,
     started: Instant,
     policy: &mut P,
     mut attempt: F,
@@ -63,7 +66,7 @@ where
             return Err(AcquireError::Exhausted {
                 resource: resource.to_owned(),
                 attempts,
-                waited: started.elapsed(),
+                waited: clock.now().saturating_duration_since(started),
                 last: Box::new(err),
             });
         }
@@ -108,7 +111,7 @@ mod tests {
         let started = Instant::now();
         let mut calls = 0;
         let mut policy = Count { allow: 5, paused: 0 };
-        let won = retry("r", started, &mut policy, || {
+        let won = retry("r", &Clock::Tokio, started, &mut policy, || {
             calls += 1;
             let out = if calls < 3 { Err(contended()) } else { Ok(calls) };
             async move { out }
@@ -118,7 +121,7 @@ mod tests {
         assert_eq!(policy.paused, 2);
 
         let mut policy = Count { allow: 5, paused: 0 };
-        let permanent = retry::<(), _, _, _>("r", started, &mut policy, || async {
+        let permanent = retry::<(), _, _, _>("r", &Clock::Tokio, started, &mut policy, || async {
             Err(AcquireError::Input(crate::error::InputError::ZeroTtl))
         })
         .await;
@@ -126,7 +129,10 @@ mod tests {
         assert_eq!(policy.paused, 0, "a permanent error is not retried");
 
         let mut policy = Count { allow: 2, paused: 0 };
-        let spent = retry::<(), _, _, _>("r", started, &mut policy, || async { Err(contended()) }).await;
+        let spent = retry::<(), _, _, _>("r", &Clock::Tokio, started, &mut policy, || async {
+            Err(contended())
+        })
+        .await;
         match spent {
             Err(AcquireError::Exhausted { attempts, last, .. }) => {
                 assert_eq!(attempts, 3);

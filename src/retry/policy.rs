@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::{Next, Policy};
+use crate::clock::Clock;
 use crate::core::expiry::{self, Pttl};
 use crate::core::{self, RetryPlan};
 use crate::error::AcquireError;
@@ -42,13 +43,13 @@ pub(crate) trait Sleep {
     fn sleep(&self, delay: Duration, contended: bool) -> impl Future<Output = ()> + Send;
 }
 
-/// The plain delay, never cut short.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Delay;
+/// The plain delay on the client's clock, never cut short.
+#[derive(Debug, Clone)]
+pub(crate) struct Delay(pub(crate) Clock);
 
 impl Sleep for Delay {
     async fn sleep(&self, delay: Duration, _contended: bool) {
-        tokio::time::sleep(delay).await;
+        self.0.sleep(delay).await;
     }
 }
 
@@ -58,17 +59,19 @@ pub(crate) struct Backoff<S> {
     plan: RetryPlan,
     backoff: core::Backoff,
     entropy: Entropy,
+    clock: Clock,
     started: Instant,
     sleep: S,
 }
 
 impl<S> Backoff<S> {
-    /// Backs off with `backoff` (its jitter drawn from `entropy`) within `plan` from `started`,
-    /// sleeping with `sleep`.
+    /// Backs off with `backoff` (its jitter drawn from `entropy`) within `plan` from `started` on
+    /// `clock`, sleeping with `sleep`.
     pub(crate) fn new(
         plan: RetryPlan,
         backoff: core::Backoff,
         entropy: Entropy,
+        clock: Clock,
         started: Instant,
         sleep: S,
     ) -> Self {
@@ -76,6 +79,7 @@ impl<S> Backoff<S> {
             plan,
             backoff,
             entropy,
+            clock,
             started,
             sleep,
         }
@@ -85,7 +89,8 @@ impl<S> Backoff<S> {
 impl<S: Sleep + Send + Sync> Policy for Backoff<S> {
     async fn pause(&mut self, attempts: u32, err: &AcquireError) -> Next {
         let delay = self.entropy.jitter(&self.backoff);
-        match self.plan.next_delay(attempts, self.started.elapsed(), delay) {
+        let waited = self.clock.now().saturating_duration_since(self.started);
+        match self.plan.next_delay(attempts, waited, delay) {
             Some(delay) => {
                 debug!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "retrying after a delay");
                 self.sleep.sleep(delay, err.is_contended()).await;
@@ -112,6 +117,8 @@ pub(crate) struct ReleaseWake<'a> {
     wake_on_release: bool,
     /// The bound on each subscription.
     node_timeout: Duration,
+    /// The clock the pauses are measured on.
+    clock: Clock,
     /// `None` until the first contended pause; then the subscriptions (none when unavailable).
     listening: Mutex<Option<Arc<Listening>>>,
 }
@@ -140,18 +147,21 @@ impl Listening {
 
 impl<'a> ReleaseWake<'a> {
     /// Prepares to listen for releases of `keys` through `waits` (when `wake_on_release`), each
-    /// subscription bounded by `node_timeout`; nothing is subscribed yet.
+    /// subscription bounded by `node_timeout`, every pause measured on `clock`; nothing is
+    /// subscribed yet.
     pub(crate) fn new(
         waits: &'a Waits,
         keys: Vec<String>,
         wake_on_release: bool,
         node_timeout: Duration,
+        clock: Clock,
     ) -> Self {
         Self {
             waits,
             keys,
             wake_on_release,
             node_timeout,
+            clock,
             listening: Mutex::new(None),
         }
     }
@@ -159,9 +169,10 @@ impl<'a> ReleaseWake<'a> {
     /// Pauses for up to `delay` after a failed attempt; `contended` says whether another holder
     /// refused it (only then is subscribing worth it).
     async fn pause(&self, delay: Duration, contended: bool) {
-        let until = Instant::now() + delay;
+        let clock = &self.clock;
+        let until = clock.deadline(delay);
         if !self.wake_on_release {
-            tokio::time::sleep_until(until).await;
+            clock.sleep_until(until).await;
             return;
         }
         let timeout = self.node_timeout;
@@ -173,7 +184,7 @@ impl<'a> ReleaseWake<'a> {
                 if subscribed.iter().all(|n| *n == 0) {
                     self.waits.warn_polling(&self.keys.join(", "));
                     *lock(&self.listening) = Some(Arc::new(Listening::new(Vec::new())));
-                    tokio::time::sleep_until(until).await;
+                    clock.sleep_until(until).await;
                 } else {
                     // Subscribed now: try again at once, in case the release came in between.
                     *lock(&self.listening) = Some(Arc::new(Listening::new(waiters)));
@@ -182,18 +193,18 @@ impl<'a> ReleaseWake<'a> {
             }
             Some(listening) if !listening.waiters.is_empty() => listening,
             _ => {
-                tokio::time::sleep_until(until).await;
+                clock.sleep_until(until).await;
                 return;
             }
         };
         // Re-subscribes on masters that reconnected (a no-op otherwise), within this pause.
         let relisten = futures::future::join_all(listening.waiters.iter().map(|w| w.listen(timeout)));
-        let _ = tokio::time::timeout_at(until, relisten).await;
+        let _ = clock.timeout_at(until, relisten).await;
         let mut watching: Vec<_> = listening.waiters.iter().map(Waiter::releases).collect();
         let now: Vec<u64> = watching.iter_mut().map(|rx| *rx.borrow_and_update()).collect();
         let woken = if now == *lock(&listening.seen) {
             let changed = futures::future::select_all(watching.iter_mut().map(|rx| Box::pin(rx.changed())));
-            tokio::time::timeout_at(until, changed).await.is_ok()
+            clock.timeout_at(until, changed).await.is_ok()
         } else {
             // Released since the last pause: retry at once.
             true
@@ -228,7 +239,7 @@ pub(crate) struct ReleaseOrExpiry<'a> {
 }
 
 /// What the plain acquire's wait needs of its client.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct WaitSettings {
     /// The attempts and the wait.
     pub(crate) plan: RetryPlan,
@@ -238,6 +249,8 @@ pub(crate) struct WaitSettings {
     pub(crate) wake_on_release: bool,
     /// The bound on each master's reply.
     pub(crate) node_timeout: Duration,
+    /// The clock the wait is measured on.
+    pub(crate) clock: Clock,
 }
 
 impl<'a> ReleaseOrExpiry<'a> {
@@ -252,7 +265,14 @@ impl<'a> ReleaseOrExpiry<'a> {
         key: &'a str,
     ) -> Self {
         Self {
-            backoff: Backoff::new(settings.plan, settings.backoff, entropy, started, Delay),
+            backoff: Backoff::new(
+                settings.plan,
+                settings.backoff,
+                entropy,
+                settings.clock.clone(),
+                started,
+                Delay(settings.clock),
+            ),
             plan: settings.plan,
             deadline: deadline(started, settings.plan),
             waits,
@@ -272,7 +292,7 @@ impl<'a> ReleaseOrExpiry<'a> {
 pub(crate) fn deadline(started: Instant, plan: RetryPlan) -> Instant {
     started
         .checked_add(plan.wait)
-        .unwrap_or_else(|| Instant::now() + FOREVER)
+        .unwrap_or_else(|| started + FOREVER)
 }
 
 impl Policy for ReleaseOrExpiry<'_> {
@@ -281,7 +301,8 @@ impl Policy for ReleaseOrExpiry<'_> {
             // Nobody will announce anything (masters failing), or announcements are off.
             return self.backoff.pause(attempts, err).await;
         }
-        if attempts >= self.plan.max_attempts || Instant::now() >= self.deadline {
+        let clock = &self.backoff.clock;
+        if attempts >= self.plan.max_attempts || clock.now() >= self.deadline {
             return Next::GiveUp;
         }
         let Some(listener) = &self.waiter else {
@@ -308,9 +329,9 @@ impl Policy for ReleaseOrExpiry<'_> {
                 .entropy
                 .between(1_000, 1_000u64.saturating_add(spread_us)),
         );
-        let wake_at = (Instant::now() + fallback + jitter).min(self.deadline);
+        let wake_at = clock.deadline(fallback + jitter).min(self.deadline);
         let woken = listener.woken_before(wake_at).await;
-        if !woken && Instant::now() >= self.deadline {
+        if !woken && clock.now() >= self.deadline {
             return Next::GiveUp;
         }
         debug!(attempt = attempts, woken, "retrying after a wait");

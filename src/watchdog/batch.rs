@@ -42,7 +42,8 @@ pub(super) async fn renew(
     scripts: &mut Scripts,
     due: &[Due],
 ) -> Tick {
-    let started = Instant::now();
+    let clock = &config.clock;
+    let started = clock.now();
     let masters = masters_of.len();
     let mut outcomes = vec![Outcome::Busy; due.len()];
     // A lock being extended by hand is skipped this tick: two rounds at once could leave its
@@ -150,7 +151,7 @@ pub(super) async fn renew(
     let mut answered = 0;
     while let Some((node, reply)) = pending.next().await {
         answered += 1;
-        let now = Instant::now();
+        let now = clock.now();
         match reply {
             Ok(values) if values.len() == count => {
                 for (round, value) in rounds.iter_mut().zip(values) {
@@ -196,7 +197,7 @@ pub(super) async fn renew(
     drop(pending);
     // Masters that did not answer yet might still hold our token: a failed round may be retried.
     let silent = masters.saturating_sub(answered);
-    let now = Instant::now();
+    let now = clock.now();
     let mut lost = 0u64;
     for round in rounds.iter_mut() {
         round.tally.poll(now.into_std());

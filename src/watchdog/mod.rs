@@ -199,7 +199,7 @@ impl Watchdog {
         if held.is_released() || held.status.get().lost {
             return;
         }
-        let now = Instant::now();
+        let now = self.config.clock.now();
         let make = |opts: KeepAlive| {
             let interval = renewal::renew_interval(held.ttl, opts.interval);
             // The first renewal comes `interval` after the round that set the current validity.
@@ -313,8 +313,7 @@ impl Shared {
     }
 
     /// Records what a tick did and schedules the next renewal of each lock.
-    fn apply(&self, due: &[Due], outcomes: &[Outcome], retry_floor: Duration) {
-        let now = Instant::now();
+    fn apply(&self, due: &[Due], outcomes: &[Outcome], retry_floor: Duration, now: Instant) {
         let mut state = self.state();
         for (d, outcome) in due.iter().zip(outcomes) {
             let Slot::Occupied(mut slot) = state.entries.entry(d.id) else {
@@ -366,7 +365,8 @@ async fn run(shared: Arc<Shared>, masters: Weak<Masters>, config: Arc<Config>) {
     let _running = Running(Arc::clone(&shared));
     let mut scripts = batch::Scripts::default();
     loop {
-        let (due, wake) = shared.take_due(Instant::now());
+        let clock = &config.clock;
+        let (due, wake) = shared.take_due(clock.now());
         if due.is_empty() {
             if shared.state().closed {
                 return;
@@ -376,7 +376,7 @@ async fn run(shared: Arc<Shared>, masters: Weak<Masters>, config: Arc<Config>) {
                     tokio::select! {
                         // In a fixed order: one seed, one history (the simulation runs this on a paused clock).
                         biased;
-                        () = tokio::time::sleep_until(at) => {}
+                        () = clock.sleep_until(at) => {}
                         () = shared.wake.notified() => {}
                     }
                 }
@@ -396,6 +396,6 @@ async fn run(shared: Arc<Shared>, masters: Weak<Masters>, config: Arc<Config>) {
             }
         }
         drop(masters);
-        shared.apply(&due, &tick.outcomes, config.node_timeout);
+        shared.apply(&due, &tick.outcomes, config.node_timeout, clock.now());
     }
 }
