@@ -54,8 +54,10 @@
 //! 5. **Ground floor:** `names` (keys, channels, TTL arguments), `lua` (every script, and calls by
 //!    SHA1), [`error`], `token` (random identities).
 //!
-//! One clock runs through all of it: tokio's [`Instant`](tokio::time::Instant), so a paused tokio
-//! clock drives every timeout, wait, renewal and validity.
+//! One clock runs through all of it (`clock`): tokio's [`Instant`](tokio::time::Instant) by
+//! default, so a paused tokio clock drives every timeout, wait, renewal and validity; or the clock
+//! of an application's [`seam::Environment`] (the deterministic simulation gives each client its
+//! own rate, and stops its timers while it is paused).
 //!
 //! # Safety argument, in short
 //! Mutual exclusion holds while the holder finishes inside its validity, provided clock drift
