@@ -23,6 +23,7 @@ use crate::lua::{eval, RW_INSPECT_SCRIPT};
 
 /// A semaphore's state on every master, from [`Quorlock::inspect_semaphore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SemaphoreInspection {
     /// The resource inspected.
     pub resource: String,
@@ -31,6 +32,14 @@ pub struct SemaphoreInspection {
 }
 
 impl SemaphoreInspection {
+    /// An inspection of `resource` whose slots read `slots`, for code that renders or tests one.
+    pub fn new(resource: impl Into<String>, slots: Vec<Inspection>) -> Self {
+        Self {
+            resource: resource.into(),
+            slots,
+        }
+    }
+
     /// The number of permits.
     pub fn permits(&self) -> usize {
         self.slots.len()
@@ -49,6 +58,7 @@ impl SemaphoreInspection {
 
 /// One master's readers and waiting writers.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReadersState {
     /// The master's position in the configured list.
     pub node: usize,
@@ -58,6 +68,7 @@ pub struct ReadersState {
 
 /// A read-write lock's state on every master, from [`Quorlock::inspect_rwlock`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RwInspection {
     /// The resource inspected.
     pub resource: String,
@@ -67,7 +78,25 @@ pub struct RwInspection {
     pub readers: Vec<ReadersState>,
 }
 
+impl ReadersState {
+    /// Master `node`'s readers and waiting writers, or its failure, for code that renders or tests
+    /// an inspection.
+    pub fn new(node: usize, state: Result<(Vec<String>, u64), NodeErrorKind>) -> Self {
+        Self { node, state }
+    }
+}
+
 impl RwInspection {
+    /// An inspection of `resource` with `writer` and each master's `readers`, for code that renders
+    /// or tests one.
+    pub fn new(resource: impl Into<String>, writer: Inspection, readers: Vec<ReadersState>) -> Self {
+        Self {
+            resource: resource.into(),
+            writer,
+            readers,
+        }
+    }
+
     /// The writer's token, when one holds a majority.
     pub fn writer(&self) -> Option<&str> {
         self.writer.holder()

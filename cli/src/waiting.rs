@@ -337,19 +337,18 @@ mod tests {
     }
 
     fn rw(writer: Inspection, readers: &[&[&str]], waiting: &[u64]) -> Seen {
-        Seen::Rw(RwInspection {
-            resource: "k".into(),
-            writer,
-            readers: readers
-                .iter()
-                .zip(waiting)
-                .enumerate()
-                .map(|(node, (tokens, waiting))| ReadersState {
+        let readers = readers
+            .iter()
+            .zip(waiting)
+            .enumerate()
+            .map(|(node, (tokens, waiting))| {
+                ReadersState::new(
                     node,
-                    state: Ok((tokens.iter().map(|t| (*t).to_owned()).collect(), *waiting)),
-                })
-                .collect(),
-        })
+                    Ok((tokens.iter().map(|t| (*t).to_owned()).collect(), *waiting)),
+                )
+            })
+            .collect();
+        Seen::Rw(RwInspection::new("k", writer, readers))
     }
 
     fn say(watch: Watch, seen: &Seen) -> String {
@@ -358,12 +357,7 @@ mod tests {
 
     #[test]
     fn a_permit_wait_counts_the_permits_and_says_when_the_first_comes_back() {
-        let sem = |slots: Vec<Inspection>| {
-            Seen::Permits(SemaphoreInspection {
-                resource: "k".into(),
-                slots,
-            })
-        };
+        let sem = |slots: Vec<Inspection>| Seen::Permits(SemaphoreInspection::new("k", slots));
         let full = sem(vec![
             inspection(vec![held(TOKEN, 5_000), held(TOKEN, 4_000), free()]),
             inspection(vec![held(OTHER, 2_000), held(OTHER, 3_000), held(OTHER, 3_000)]),
