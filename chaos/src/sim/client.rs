@@ -315,3 +315,39 @@ impl redis::aio::ConnectionLike for StoreConn {
         0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::time::Instant;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_times_out_on_the_clients_clock_and_not_during_a_pause() {
+        let start = Instant::now();
+        // 0.4 % slow: a 1,000 ms timeout on the client's clock is 1,004.016 ms of true time.
+        let clock = ClientClock::new(start, -4_000);
+        let (_keep, rx) = oneshot::channel::<Result<(), NodeErrorKind>>();
+        let reply = await_reply(rx, Duration::from_millis(1_000), &clock, None).await;
+        assert_eq!(reply, Err(NodeErrorKind::Timeout));
+        assert_eq!(Instant::now() - start, Duration::from_millis(1_005));
+        // Paused for 2 s: a 100 ms timeout fires only when the pause is over.
+        clock.pause(Duration::from_secs(2));
+        let (_keep, rx) = oneshot::channel::<Result<(), NodeErrorKind>>();
+        let reply = await_reply(rx, Duration::from_millis(100), &clock, None).await;
+        assert_eq!(reply, Err(NodeErrorKind::Timeout));
+        assert_eq!(Instant::now() - start, Duration::from_millis(3_005));
+        // A reply that came in time is taken, and a dropped sender is a lost connection.
+        let (tx, rx) = oneshot::channel();
+        let _ = tx.send(Ok(7));
+        assert_eq!(await_reply(rx, Duration::ZERO, &clock, None).await, Ok(7));
+        let (tx, rx) = oneshot::channel::<Result<(), NodeErrorKind>>();
+        drop(tx);
+        let counter = AtomicU64::new(0);
+        assert!(matches!(
+            await_reply(rx, Duration::from_secs(1), &clock, Some(&counter)).await,
+            Err(NodeErrorKind::Connection(_))
+        ));
+        assert_eq!(counter.load(Ordering::SeqCst), 1);
+    }
+}
