@@ -81,6 +81,10 @@ pub struct SimRecord {
     pub held: Vec<String>,
     /// When `acquire` was called.
     pub invoked: Duration,
+    /// When `acquire` was called by the client's own clock (an offset from the run start): fair
+    /// tickets are stamped on the client's wall clock, which runs with it, so calls of different
+    /// clients are queued in the order of these, not of their true times.
+    pub stamped: Duration,
     /// The wait given to the call.
     pub wait: Duration,
     /// The TTL asked for.
@@ -221,6 +225,7 @@ async fn one_call(
         resources: resources.clone(),
         held: Vec::new(),
         invoked,
+        stamped: ctx.clock.now().saturating_duration_since(ctx.start),
         wait,
         ttl,
         acquired: None,
