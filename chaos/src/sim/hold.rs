@@ -8,11 +8,12 @@
 
 use std::time::Duration;
 
-use super::client::StoreConn;
-use super::workload::{ClientCtx, Kind, SimRecord};
 use quorlock::{FencedStore, Guard};
 use rand::RngExt;
 use redis::AsyncCommands;
+
+use super::client::StoreConn;
+use super::workload::{ClientCtx, Kind, SimRecord};
 
 /// The slack a holder keeps before its validity ends when it writes: the store's round trip.
 const WRITE_MARGIN: Duration = Duration::from_millis(10);
