@@ -19,6 +19,7 @@ fn hold(client: usize, kind: Kind, resource: &str, from: u64, to: u64) -> SimRec
         resources: vec![resource.to_owned()],
         held: vec![resource.to_owned()],
         invoked: ms(from),
+        stamped: ms(from),
         wait: ms(1_000),
         ttl: ms(1_000),
         acquired: Some(ms(from)),
@@ -164,6 +165,12 @@ fn a_later_ticket_served_first_is_flagged_only_without_faults() {
         label: "partition".into(),
     };
     assert!(checks::fair_order(&records, &[fault]).is_empty());
+    // Called later in true time but earlier by its own clock (a slow client's): its ticket is
+    // the earlier one, and serving it first is fair.
+    let [mut early, mut late] = records;
+    early.stamped = ms(2);
+    late.stamped = ms(0);
+    assert!(checks::fair_order(&[early, late], &[]).is_empty());
 }
 
 #[test]

@@ -221,8 +221,9 @@ fn quiet(faults: &[FaultWindow], from: Duration, to: Duration) -> bool {
 }
 
 /// A fair lock granted to a later ticket while an earlier one was queued. Tickets carry the
-/// waiter's wall clock in ms (every client's reads the same here), so a call a whole ms earlier
-/// holds the earlier ticket. Judged only with no fault around, and once the earlier ticket had
+/// waiter's wall clock in ms, which runs at the client's own rate (two clients' read apart by up to
+/// 0.8 % of the time since the run start), so a call a whole ms earlier by its own clock
+/// ([`SimRecord::stamped`]) holds the earlier ticket. Judged only with no fault around, and once the earlier ticket had
 /// time to reach the queues.
 pub fn fair_order(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<String> {
     let mut found = Vec::new();
@@ -232,13 +233,14 @@ pub fn fair_order(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<String> 
     }
     for (resource, calls) in by_resource {
         for a in &calls {
-            let a_ms = a.invoked.as_millis();
+            // Tickets are stamped on each client's own clock, in whole milliseconds.
+            let a_ms = a.stamped.as_millis();
             // While `a` waited: from its call until it got the lock, or until it gave up.
             let gave_up = a.ended.min(a.invoked + a.wait).saturating_sub(FAIR_MARGIN);
             let waited_until = a.acquired.unwrap_or(gave_up);
             for b in &calls {
                 let Some(granted) = b.acquired else { continue };
-                if b.invoked.as_millis() <= a_ms
+                if b.stamped.as_millis() <= a_ms
                     || granted < a.invoked + FAIR_MARGIN
                     || granted >= waited_until
                 {

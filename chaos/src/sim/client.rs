@@ -2,8 +2,8 @@
 //! world's channel, so the unchanged client talks to simulated masters, and a
 //! [`redis::aio::ConnectionLike`] over the same channel for the store a `FencedStore` guards.
 //! Every request is written to the world when it is made and bounded by the caller's timeout on
-//! the paused clock; a lost connection counts in [`Master::disconnects`], as the redis-rs
-//! implementation counts it.
+//! the client's own clock (its rate, and no timeout fires while the client is paused); a lost
+//! connection counts in [`Master::disconnects`], as the redis-rs implementation counts it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use quorlock::NodeErrorKind;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::sync::{mpsc, oneshot};
 
+use super::clock::ClientClock;
 use super::wire::{Args, Conn, Endpoint, Envelope, Incoming, Op, Replies};
 
 fn args_of(cmd: &Cmd) -> Args {
@@ -26,17 +27,24 @@ fn args_of(cmd: &Cmd) -> Args {
         .collect()
 }
 
-/// The world's end of the channel, shared by every connection of one client.
+/// The world's end of the channel, shared by every connection of one client, and the clock that
+/// client bounds its requests with.
 #[derive(Debug, Clone)]
 pub struct Wire {
     client: usize,
     tx: mpsc::UnboundedSender<Incoming>,
+    clock: ClientClock,
 }
 
 impl Wire {
-    /// Client `client`'s way into the world.
-    pub fn new(client: usize, tx: mpsc::UnboundedSender<Incoming>) -> Wire {
-        Wire { client, tx }
+    /// Client `client`'s way into the world, its requests timed on `clock`.
+    pub fn new(client: usize, tx: mpsc::UnboundedSender<Incoming>, clock: ClientClock) -> Wire {
+        Wire { client, tx, clock }
+    }
+
+    /// The clock this client's requests are timed on.
+    pub fn clock(&self) -> &ClientClock {
+        &self.clock
     }
 
     /// Stops this client's traffic both ways for `pause` (see [`Incoming::Freeze`]).
@@ -85,16 +93,23 @@ fn lost() -> NodeErrorKind {
     NodeErrorKind::Connection("connection reset (simulated)".into())
 }
 
-/// Awaits a reply within `timeout`, counting a lost connection in `disconnects`.
+/// Awaits a reply within `timeout` on `clock` (so the timeout runs at the client's rate and does
+/// not fire while it is paused), counting a lost connection in `disconnects`.
 async fn await_reply<T>(
     rx: oneshot::Receiver<Result<T, NodeErrorKind>>,
     timeout: Duration,
+    clock: &ClientClock,
     disconnects: Option<&AtomicU64>,
 ) -> Result<T, NodeErrorKind> {
-    let result = match tokio::time::timeout(timeout, rx).await {
-        Err(_) => Err(NodeErrorKind::Timeout),
-        Ok(Err(_)) => Err(lost()),
-        Ok(Ok(result)) => result,
+    let timer = clock.sleep_until(clock.deadline(timeout));
+    let result = tokio::select! {
+        // The reply first, as `tokio::time::timeout` polls: one ready at the deadline still counts.
+        biased;
+        reply = rx => match reply {
+            Err(_) => Err(lost()),
+            Ok(result) => result,
+        },
+        () = timer => Err(NodeErrorKind::Timeout),
     };
     if let (Err(NodeErrorKind::Connection(_)), Some(counter)) = (&result, disconnects) {
         counter.fetch_add(1, Ordering::SeqCst);
@@ -139,8 +154,9 @@ impl Master for SimLink {
             1,
         );
         let disconnects = Arc::clone(&self.disconnects);
+        let clock = self.wire.clock.clone();
         Box::pin(async move {
-            let mut values = await_reply(rx, timeout, Some(&disconnects)).await?;
+            let mut values = await_reply(rx, timeout, &clock, Some(&disconnects)).await?;
             values
                 .pop()
                 .ok_or_else(|| NodeErrorKind::Protocol("no reply (simulated)".into()))
@@ -154,7 +170,8 @@ impl Master for SimLink {
             .wire
             .commands(Endpoint::Master(self.master), Conn::Shared, cmds, 0, count);
         let disconnects = Arc::clone(&self.disconnects);
-        Box::pin(async move { await_reply(rx, timeout, Some(&disconnects)).await })
+        let clock = self.wire.clock.clone();
+        Box::pin(async move { await_reply(rx, timeout, &clock, Some(&disconnects)).await })
     }
 
     fn send_batch(&self, batch: Arc<Pipeline>, skip: usize, count: usize, timeout: Duration) -> BatchRequest {
@@ -162,7 +179,8 @@ impl Master for SimLink {
         let rx = self
             .wire
             .commands(Endpoint::Master(self.master), Conn::Batch, cmds, skip, count);
-        Box::pin(async move { await_reply(rx, timeout, None).await })
+        let clock = self.wire.clock.clone();
+        Box::pin(async move { await_reply(rx, timeout, &clock, None).await })
     }
 
     fn close_batch_connection(&self) {
@@ -187,8 +205,9 @@ impl Master for SimLink {
             wire: self.wire.clone(),
             timeout,
         };
+        let clock = self.wire.clock.clone();
         Box::pin(async move {
-            await_reply(rx, timeout, None).await?;
+            await_reply(rx, timeout, &clock, None).await?;
             Ok(Subscriber {
                 control: Box::new(control),
                 messages: Box::pin(stream),
@@ -222,7 +241,8 @@ impl SubControl {
             },
         );
         let timeout = self.timeout;
-        Box::pin(async move { await_reply(rx, timeout, None).await })
+        let clock = self.wire.clock.clone();
+        Box::pin(async move { await_reply(rx, timeout, &clock, None).await })
     }
 }
 
@@ -262,8 +282,9 @@ impl StoreConn {
         let rx = self
             .wire
             .commands(Endpoint::Store, Conn::Shared, cmds, skip, count);
+        let clock = self.wire.clock.clone();
         async move {
-            await_reply(rx, STORE_TIMEOUT, None)
+            await_reply(rx, STORE_TIMEOUT, &clock, None)
                 .await
                 .map_err(|e| redis::RedisError::from(std::io::Error::other(e.to_string())))
         }
@@ -292,5 +313,41 @@ impl redis::aio::ConnectionLike for StoreConn {
 
     fn get_db(&self) -> i64 {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::time::Instant;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_times_out_on_the_clients_clock_and_not_during_a_pause() {
+        let start = Instant::now();
+        // 0.4 % slow: a 1,000 ms timeout on the client's clock is 1,004.016 ms of true time.
+        let clock = ClientClock::new(start, -4_000);
+        let (_keep, rx) = oneshot::channel::<Result<(), NodeErrorKind>>();
+        let reply = await_reply(rx, Duration::from_millis(1_000), &clock, None).await;
+        assert_eq!(reply, Err(NodeErrorKind::Timeout));
+        assert_eq!(Instant::now() - start, Duration::from_millis(1_005));
+        // Paused for 2 s: a 100 ms timeout fires only when the pause is over.
+        clock.pause(Duration::from_secs(2));
+        let (_keep, rx) = oneshot::channel::<Result<(), NodeErrorKind>>();
+        let reply = await_reply(rx, Duration::from_millis(100), &clock, None).await;
+        assert_eq!(reply, Err(NodeErrorKind::Timeout));
+        assert_eq!(Instant::now() - start, Duration::from_millis(3_005));
+        // A reply that came in time is taken, and a dropped sender is a lost connection.
+        let (tx, rx) = oneshot::channel();
+        let _ = tx.send(Ok(7));
+        assert_eq!(await_reply(rx, Duration::ZERO, &clock, None).await, Ok(7));
+        let (tx, rx) = oneshot::channel::<Result<(), NodeErrorKind>>();
+        drop(tx);
+        let counter = AtomicU64::new(0);
+        assert!(matches!(
+            await_reply(rx, Duration::from_secs(1), &clock, Some(&counter)).await,
+            Err(NodeErrorKind::Connection(_))
+        ));
+        assert_eq!(counter.load(Ordering::SeqCst), 1);
     }
 }

@@ -3,13 +3,14 @@
 //! is valid and not known lost. Most holds do one write per resource; some keep the lock alive with
 //! the watchdog and hold it for longer than its TTL, and some extend it once. A holder that learns
 //! its lock is lost (the watchdog's signal, a failed extend) records when and writes no more.
+//! The holder is the client's own code: it measures time on the client's clock (`clock.rs`), as
+//! quorlock does, and a pause stops it with the rest of the client.
 
 use std::time::Duration;
 
 use quorlock::{FencedStore, Guard};
 use rand::RngExt;
 use redis::AsyncCommands;
-use tokio::time::Instant;
 
 use super::client::StoreConn;
 use super::workload::{ClientCtx, Kind, SimRecord};
@@ -70,8 +71,10 @@ pub(crate) async fn hold(
             record.kept_alive = true;
             guard.keep_alive();
             let ttl_ms = u64::try_from(record.ttl.as_millis()).unwrap_or(u64::MAX);
-            let until = Instant::now() + Duration::from_millis(ctx.rng.random_range(ttl_ms..=ttl_ms * 5 / 2));
-            'hold: while Instant::now() < until {
+            let until = ctx.clock.deadline(Duration::from_millis(
+                ctx.rng.random_range(ttl_ms..=ttl_ms * 5 / 2),
+            ));
+            'hold: while ctx.clock.now() < until {
                 for resource in &resources {
                     if guard.is_lost() {
                         break 'hold;
@@ -83,7 +86,7 @@ pub(crate) async fn hold(
                     // In a fixed order: one seed, one history.
                     biased;
                     () = guard.lost() => true,
-                    () = tokio::time::sleep(pause) => false,
+                    () = ctx.clock.sleep(pause) => false,
                 };
                 if lost {
                     break;
@@ -123,8 +126,10 @@ async fn critical_section(
     };
     let work = Duration::from_millis(ctx.rng.random_range(0..=longest));
     let ignore = ctx.behaviour.ignore_validity;
+    // The guard's validity is on the client's clock: so is the holder's check of it.
+    let clock = ctx.clock.clone();
     let valid =
-        |margin: Duration| ignore || (!guard.is_lost() && Instant::now() + margin < guard.valid_until());
+        |margin: Duration| ignore || (!guard.is_lost() && clock.deadline(margin) < guard.valid_until());
     if let (Some(token), Some(key)) = (record.fencing, key.as_deref()) {
         // Fenced: the store itself rejects a holder that paused past its validity.
         let Ok(value) = fenced.read::<u64>(key, token).await else {
@@ -135,7 +140,7 @@ async fn critical_section(
             record.paused = true;
             pause(ctx, record.ttl * 2).await;
         } else {
-            tokio::time::sleep(work).await;
+            ctx.clock.sleep(work).await;
         }
         match fenced.write(key, token, value.unwrap_or(0) + 1).await {
             Ok(()) => record.written.push(key.to_owned()),
@@ -150,7 +155,7 @@ async fn critical_section(
         // A reader reads what the writers wrote, and writes nothing.
         let mut conn = ctx.store.clone();
         let _ = conn.get::<_, Option<u64>>(format!("w:{resource}")).await;
-        tokio::time::sleep(work).await;
+        ctx.clock.sleep(work).await;
         return;
     };
     let mut conn = ctx.store.clone();
@@ -161,7 +166,7 @@ async fn critical_section(
         record.paused = true;
         pause(ctx, record.ttl * 2).await;
     } else {
-        tokio::time::sleep(work).await;
+        ctx.clock.sleep(work).await;
         if !valid(WRITE_MARGIN) {
             return;
         }
@@ -171,9 +176,11 @@ async fn critical_section(
     }
 }
 
-/// The whole client stops for `length`, as in a GC pause: its traffic is held both ways (so its
-/// watchdog cannot renew meanwhile), and the holder resumes after it.
+/// The whole client stops for `length` of true time, as in a GC pause: no timer of its clock
+/// completes meanwhile (its watchdog, its request timeouts, its waits), its traffic is held both
+/// ways, and the holder, the paused program itself, resumes after it.
 async fn pause(ctx: &ClientCtx, length: Duration) {
+    ctx.clock.pause(length);
     ctx.wire.freeze(length);
-    tokio::time::sleep(length).await;
+    ctx.clock.resumed().await;
 }

@@ -19,7 +19,8 @@
 //! - [`run`]: one seed end to end on tokio's paused clock ([`run::run_seed`]).
 //! - [`world`]: the masters, the store and the network on one task; [`wire`]: what crosses it.
 //! - [`client`]: quorlock's `Master` seam and a store connection over the simulated network.
-//! - [`env`]: each client's seeded randomness and wall clock (quorlock's `Environment`).
+//! - [`env`]: each client's seeded randomness and clocks (quorlock's `Environment`); [`clock`]:
+//!   each client's monotonic clock, at its own rate, stopped while the client is paused.
 //! - [`fault`]: the faults and their seeded plan; [`controls`]: the negative controls.
 //! - [`workload`]: what the clients do, and their records; `hold`: what a holder does inside its
 //!   hold (witness writes, keep-alive, extend); [`checks`]: what must hold.
@@ -28,6 +29,7 @@
 mod admin;
 pub mod checks;
 pub mod client;
+pub mod clock;
 mod commands;
 pub mod config;
 pub mod controls;

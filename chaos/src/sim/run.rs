@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use super::checks;
 use super::client::{SimLink, StoreConn, Wire};
+use super::clock::ClientClock;
 use super::controls::Control;
 use super::env::SimEnv;
 use super::fault::{plan, PlanShape, Planned};
@@ -35,9 +36,18 @@ pub const MASTERS: usize = 5;
 pub const CLIENTS: usize = 6;
 /// The TTLs asked for, in ms.
 const TTL_MS: (u64, u64) = (200, 1_000);
-/// Master clock rates stay within this many ppm of true time: well inside the default drift
-/// allowance of 1 % of the TTL.
+/// Master and client clock rates stay within this many ppm of true time, each drawn on its own.
+///
+/// Inside the default drift allowance, `ttl * 0.01 + 2 ms`: a key's expiry is timed on a master's
+/// clock, its holder's validity on the client's. The worst pair is a client slow by `a` ppm and a
+/// master fast by `b`: the client's validity (at most `ttl - drift` on its clock) ends after
+/// `(ttl - drift) / (1 - a)` of true time, the key after `ttl / (1 + b)`. Safe while
+/// `(ttl - drift) * (1 + b) <= ttl * (1 - a)`; with `drift >= ttl / 100`, while
+/// `99 * b + 100 * a <= 1_000_000` (in ppm). At 4,000 each: 796,000, so the client's validity ends
+/// at least `ttl * 0.002` before the key's expiry (0.4 ms at the shortest TTL of 200 ms), plus the
+/// 2 ms the allowance adds, plus the time the request took to reach the master.
 const MAX_PPM: i64 = 4_000;
+const _: () = assert!(99 * MAX_PPM + 100 * MAX_PPM <= 1_000_000);
 
 /// What one seed runs.
 #[derive(Debug, Clone, Copy)]
@@ -214,9 +224,11 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
     let until = start + config.simulated;
     let mut clients = Vec::with_capacity(CLIENTS);
     for c in 0..CLIENTS {
-        let wire = Wire::new(c, tx.clone());
+        // Each client's clock runs at its own rate (see `MAX_PPM`) and stops while it is paused.
+        let clock = ClientClock::new(start, rng.random_range(-MAX_PPM..=MAX_PPM));
+        let wire = Wire::new(c, tx.clone(), clock.clone());
         let mut builder = Quorlock::builder()
-            .environment(Arc::new(SimEnv::new(rng.random(), start, T0)))
+            .environment(Arc::new(SimEnv::new(rng.random(), clock.clone(), T0)))
             .restart_grace(Duration::from_millis(TTL_MS.1))
             .enforce_restart_grace(control != Some(Control::WipeWithoutGrace))
             .unsafe_fair_skips_queue_for_tests(skip_queue);
@@ -236,6 +248,7 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
             locks,
             store: StoreConn::new(wire.clone()),
             wire,
+            clock,
             rng: StdRng::seed_from_u64(rng.random()),
             start,
             until,
@@ -261,7 +274,7 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
         *writes.entry(key.clone()).or_default() += 1;
     }
     let mut finals = BTreeMap::new();
-    let mut store = StoreConn::new(Wire::new(CLIENTS, tx.clone()));
+    let mut store = StoreConn::new(Wire::new(CLIENTS, tx.clone(), ClientClock::true_rate(start)));
     for key in writes.keys() {
         let value: Option<u64> = store.get(key).await.unwrap_or(None);
         finals.insert(key.clone(), value.unwrap_or(0));

@@ -13,6 +13,7 @@ use rand::RngExt;
 use tokio::time::Instant;
 
 use super::client::{StoreConn, Wire};
+use super::clock::ClientClock;
 use super::hold::hold;
 
 /// The permits of every semaphore the workload uses.
@@ -80,6 +81,10 @@ pub struct SimRecord {
     pub held: Vec<String>,
     /// When `acquire` was called.
     pub invoked: Duration,
+    /// When `acquire` was called by the client's own clock (an offset from the run start): fair
+    /// tickets are stamped on the client's wall clock, which runs with it, so calls of different
+    /// clients are queued in the order of these, not of their true times.
+    pub stamped: Duration,
     /// The wait given to the call.
     pub wait: Duration,
     /// The TTL asked for.
@@ -140,8 +145,10 @@ pub struct ClientCtx {
     pub locks: Quorlock,
     /// Its connection to the store.
     pub store: StoreConn,
-    /// Its way into the world, through which a pause stops the whole client.
+    /// Its way into the world, through which a pause holds the client's traffic.
     pub wire: Wire,
+    /// Its own clock (quorlock's, through its environment), which a pause stops too.
+    pub clock: ClientClock,
     /// Its generator for workload choices.
     pub rng: StdRng,
     /// The run's start.
@@ -155,14 +162,21 @@ pub struct ClientCtx {
 }
 
 impl ClientCtx {
-    /// Now, as an offset from the run start.
+    /// Now, in true time, as an offset from the run start (records are on true time).
     pub(crate) fn at(&self) -> Duration {
         Instant::now().saturating_duration_since(self.start)
     }
 
-    /// `instant` as an offset from the run start.
+    /// `instant`, a reading of the client's clock, as an offset in true time from the run start:
+    /// the first true instant at which the client's clock reads it, rounded down to the
+    /// nanosecond. Rounded down, a safe interval's end is never stated later than the client could
+    /// believe it (a later end could show an overlap that never was); it is at most 1 ns early,
+    /// and everything else in a run happens on whole milliseconds of true time, so no event falls
+    /// between the two roundings and none is hidden either.
     pub(crate) fn offset(&self, instant: Instant) -> Duration {
-        instant.saturating_duration_since(self.start)
+        self.clock
+            .true_at_or_before(instant)
+            .saturating_duration_since(self.start)
     }
 }
 
@@ -190,7 +204,7 @@ pub async fn run_client(mut ctx: ClientCtx) {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(record);
         let think = ctx.rng.random_range(0..=20);
-        tokio::time::sleep(Duration::from_millis(think)).await;
+        ctx.clock.sleep(Duration::from_millis(think)).await;
     }
     ctx.locks.settle().await;
 }
@@ -211,6 +225,7 @@ async fn one_call(
         resources: resources.clone(),
         held: Vec::new(),
         invoked,
+        stamped: ctx.clock.now().saturating_duration_since(ctx.start),
         wait,
         ttl,
         acquired: None,
@@ -268,7 +283,8 @@ async fn one_call(
     }
     hold(ctx, fenced, &guard, &mut record).await;
     // A holder that ignores its validity believes it holds until it releases; the others, until
-    // the last validity the guard confirmed (extended by keep-alive or extend).
+    // the last validity the guard confirmed (extended by keep-alive or extend), on the client's
+    // clock, mapped to true time.
     record.validity_end = (!ctx.behaviour.ignore_validity).then(|| ctx.offset(guard.valid_until()));
     record.releasing = Some(ctx.at());
     let released = guard.release().await;
