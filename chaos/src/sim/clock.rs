@@ -3,6 +3,12 @@
 //! paused, as the timers of a process stopped by GC or `SIGSTOP` do; the clock itself goes on
 //! reading the time meanwhile, so a paused client sees the time jump when it resumes.
 //!
+//! Out of model (the `client-clock-stall` control), the clock can also lose time: planned stalls
+//! during which it reads the same value although time passes (a VM suspended or migrated, a broken
+//! clock source), while the client keeps running. After a stall, it resumes at its rate from where
+//! it stood, so it lags true time by the stall's length. The stalls are planned when the clock is
+//! made, so every conversion below knows all of them, past and future.
+//!
 //! quorlock reads this clock through the client's `Environment` (`env.rs`), the simulated network
 //! bounds each request with it (`client.rs`), and the holder's own code reads it (`hold.rs`). The
 //! conversions between true time (tokio's paused clock, on which the world and the checks run) and
@@ -31,6 +37,9 @@ pub struct ClientClock {
     rate: u128,
     /// While the client is paused, when the pause ends (in true time).
     paused_until: Arc<Mutex<Option<Instant>>>,
+    /// Out of model: when the clock stands still, as (start, length) offsets in true time from
+    /// the run start, sorted and apart. Empty in model.
+    stalls: Arc<[(Duration, Duration)]>,
 }
 
 impl ClientClock {
@@ -44,7 +53,32 @@ impl ClientClock {
             start,
             rate,
             paused_until: Arc::default(),
+            stalls: Arc::new([]),
         }
+    }
+
+    /// This clock, standing still during `windows` ((start, length) offsets in true time from the
+    /// run start; overlapping ones are merged, empty ones dropped), and else running at its rate
+    /// from where it stood. Out of model: for the `client-clock-stall` control.
+    pub fn with_stalls(mut self, windows: impl IntoIterator<Item = (Duration, Duration)>) -> ClientClock {
+        let mut windows: Vec<(Duration, Duration)> = windows
+            .into_iter()
+            .filter(|(_, length)| !length.is_zero())
+            .collect();
+        windows.sort();
+        let mut merged: Vec<(Duration, Duration)> = Vec::with_capacity(windows.len());
+        for (start, length) in windows {
+            let end = start.saturating_add(length);
+            match merged.last_mut() {
+                Some((last, last_length)) if last.saturating_add(*last_length) >= start => {
+                    let last_end = last.saturating_add(*last_length).max(end);
+                    *last_length = last_end - *last;
+                }
+                _ => merged.push((start, length)),
+            }
+        }
+        self.stalls = merged.into();
+        self
     }
 
     /// A clock at true rate from `start` (the harness's own reads of the store).
@@ -63,25 +97,63 @@ impl ClientClock {
     }
 
     /// What this clock reads at the true instant `at` (the run start for an earlier one): the
-    /// true time elapsed since the start, times the rate, rounded down to the nanosecond.
+    /// true time elapsed since the start, less the time it stood still, times the rate, rounded
+    /// down to the nanosecond.
     pub fn client_at(&self, at: Instant) -> Instant {
         let elapsed = at.saturating_duration_since(self.start);
-        self.after_start(scale(elapsed, self.rate, MILLION, Round::Down))
+        let running = elapsed.saturating_sub(self.stalled_by(elapsed));
+        self.after_start(scale(running, self.rate, MILLION, Round::Down))
     }
 
     /// The first true instant at which this clock reads `instant` or later: the client-clock time
     /// since the start, divided by the rate, rounded up to the nanosecond (rounding down could
-    /// give an instant at which the clock still reads a nanosecond short of `instant`).
+    /// give an instant at which the clock still reads a nanosecond short of `instant`), plus the
+    /// stalls before the clock got there.
     pub fn true_at(&self, instant: Instant) -> Instant {
         let elapsed = instant.saturating_duration_since(self.start);
-        self.after_start(scale(elapsed, MILLION, self.rate, Round::Up))
+        let running = scale(elapsed, MILLION, self.rate, Round::Up);
+        self.after_start(running.saturating_add(self.lag_at(running)))
     }
 
     /// [`ClientClock::true_at`] rounded down instead: never later than the first true instant
-    /// at which this clock reads `instant`, and at most a nanosecond earlier.
+    /// at which this clock reads `instant`, and at most a nanosecond earlier (the stalls counted
+    /// are those of `true_at`'s reckoning).
     pub fn true_at_or_before(&self, instant: Instant) -> Instant {
         let elapsed = instant.saturating_duration_since(self.start);
-        self.after_start(scale(elapsed, MILLION, self.rate, Round::Down))
+        let up = scale(elapsed, MILLION, self.rate, Round::Up);
+        let down = scale(elapsed, MILLION, self.rate, Round::Down);
+        self.after_start(down.saturating_add(self.lag_at(up)))
+    }
+
+    /// Whether the clock stands still at the true instant `at` (out of model).
+    pub fn is_stalled(&self, at: Instant) -> bool {
+        let elapsed = at.saturating_duration_since(self.start);
+        self.stalls
+            .iter()
+            .any(|&(start, length)| start <= elapsed && elapsed < start.saturating_add(length))
+    }
+
+    /// How long the clock had stood still in the first `elapsed` of true time.
+    fn stalled_by(&self, elapsed: Duration) -> Duration {
+        self.stalls
+            .iter()
+            .take_while(|(start, _)| *start < elapsed)
+            .map(|&(start, length)| (elapsed - start).min(length))
+            .fold(Duration::ZERO, Duration::saturating_add)
+    }
+
+    /// How far true time is ahead of the running time when the clock has run for `running` (true
+    /// time less the stalls): the stalls that began before it got there. A stall that begins just
+    /// as it gets there does not count: the clock reads it at the stall's start.
+    fn lag_at(&self, running: Duration) -> Duration {
+        let mut lag = Duration::ZERO;
+        for &(start, length) in self.stalls.iter() {
+            if start.saturating_sub(lag) >= running {
+                break;
+            }
+            lag = lag.saturating_add(length);
+        }
+        lag
     }
 
     /// `delay` from now on this clock, saturating far ahead instead of overflowing.
@@ -93,15 +165,24 @@ impl ClientClock {
     }
 
     /// A timer done once this clock reads `deadline` and the client is not paused: at once for a
-    /// deadline already passed, unless the client is paused, and else when the pause ends.
+    /// deadline already passed, unless the client is paused, and else when the pause ends. A
+    /// stall delays it until the clock, resumed, reads its deadline.
     pub fn sleep_until(&self, deadline: Instant) -> Timer {
-        let due = self.true_at(deadline);
         let clock = self.clone();
         Box::pin(async move {
-            if Instant::now() < due {
-                tokio::time::sleep_until(due).await;
+            loop {
+                // Every stall is planned in advance, so `true_at` counts the ones to come: one
+                // sleep is enough, and the loop only guards that the clock reads the deadline.
+                let due = clock.true_at(deadline);
+                let waited = Instant::now() < due;
+                if waited {
+                    tokio::time::sleep_until(due).await;
+                }
+                clock.resumed().await;
+                if !waited || clock.now() >= deadline {
+                    break;
+                }
             }
-            clock.resumed().await;
         })
     }
 
@@ -243,5 +324,70 @@ mod tests {
         assert!(stopped.now() > start);
         let _ = ClientClock::new(start, i64::MAX).deadline(Duration::MAX);
         assert_eq!(scale(Duration::MAX, 1_999_999, 1, Round::Up), Duration::MAX);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stall_keeps_the_clock_flat_then_it_resumes_at_its_rate_from_where_it_stood() {
+        let start = Instant::now();
+        let secs = Duration::from_secs;
+        // 0.4 % slow, standing still for 2 s from 1 s in (and 1 s from 10 s, overlapping twice).
+        let clock = ClientClock::new(start, -4_000).with_stalls([
+            (secs(1), secs(2)),
+            (secs(10), secs(1)),
+            (Duration::from_millis(10_500), Duration::from_millis(100)),
+            (secs(5), Duration::ZERO),
+        ]);
+        let at_stall = clock.client_at(start + secs(1));
+        assert_eq!(at_stall - start, Duration::from_millis(996));
+        let mut last = clock.now();
+        for ms in 0..=4_000u64 {
+            let at = start + Duration::from_millis(ms);
+            let reading = clock.client_at(at);
+            assert!(reading >= last, "{ms} ms: backwards");
+            if (1_000..=3_000).contains(&ms) {
+                assert_eq!(reading, at_stall, "{ms} ms: not flat");
+                assert_eq!(clock.is_stalled(at), ms < 3_000, "{ms} ms");
+            }
+            last = reading;
+        }
+        // After it, at the rate from where it stood: 2 s behind the unstalled clock.
+        assert_eq!(
+            clock.client_at(start + secs(8)) - start,
+            Duration::from_millis(5_976)
+        );
+        tokio::time::sleep(secs(12)).await;
+        assert_eq!(clock.now() - start, Duration::from_millis(8_964));
+        // A reading taken at a stall's start is first read there, and at no earlier instant.
+        assert_eq!(clock.true_at(at_stall), start + secs(1));
+        let after = at_stall + Duration::from_millis(1);
+        let due = clock.true_at(after);
+        assert!(due > start + secs(3) && clock.client_at(due) >= after);
+        assert!(clock.client_at(due - Duration::from_nanos(1)) < after);
+        let floor = clock.true_at_or_before(after);
+        assert!(floor <= due && due - floor <= Duration::from_nanos(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_timer_set_before_a_stall_completes_only_when_the_clock_reads_its_deadline() {
+        let start = Instant::now();
+        let clock = ClientClock::new(start, 4_000)
+            .with_stalls([(Duration::from_millis(100), Duration::from_secs(2))]);
+        let deadline = clock.deadline(Duration::from_millis(500));
+        clock.sleep_until(deadline).await;
+        assert!(clock.now() >= deadline);
+        let due = clock.true_at(deadline);
+        assert!(Instant::now() >= due && clock.client_at(due - Duration::from_nanos(1)) < deadline);
+        // 100 ms, the 2 s stall, then the remaining 400 ms of clock time at 1.004.
+        let took = Instant::now() - start;
+        assert!(
+            took > Duration::from_millis(2_498) && took < Duration::from_millis(2_500),
+            "{took:?}"
+        );
+        // A pause still holds a timer back, stall or not.
+        let clock = ClientClock::new(start, 0).with_stalls([(took, Duration::from_millis(300))]);
+        clock.pause(Duration::from_secs(1));
+        let before = Instant::now();
+        clock.sleep(Duration::from_millis(10)).await;
+        assert_eq!(Instant::now() - before, Duration::from_secs(1));
     }
 }
