@@ -22,17 +22,22 @@ pub enum Control {
     /// Fair locks take a free lock without waiting for their turn in the queue (the library's
     /// test-only switch), with no fault in the way of the fair-order check.
     FairSkipsQueue,
+    /// Clients' own clocks stand still for two TTLs now and then while the clients keep running
+    /// (a suspended VM, a broken clock source): a holder believes its lock valid after the
+    /// masters expired it.
+    ClientClockStall,
 }
 
 impl Control {
     /// Every control, in a fixed order.
-    pub const ALL: [Control; 6] = [
+    pub const ALL: [Control; 7] = [
         Control::QuorumOfOne,
         Control::IgnoreValidity,
         Control::WipeWithoutGrace,
         Control::ClockJump,
         Control::PauseUnfenced,
         Control::FairSkipsQueue,
+        Control::ClientClockStall,
     ];
 
     /// The name on the command line.
@@ -44,6 +49,7 @@ impl Control {
             Control::ClockJump => "clock-jump",
             Control::PauseUnfenced => "pause-unfenced",
             Control::FairSkipsQueue => "fair-skips-queue",
+            Control::ClientClockStall => "client-clock-stall",
         }
     }
 }
@@ -56,7 +62,7 @@ impl fmt::Display for Control {
 
 /// A control name that is not one of [`Control::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown control {0:?}; the controls are: quorum-of-one, ignore-validity, wipe-without-grace, clock-jump, pause-unfenced, fair-skips-queue")]
+#[error("unknown control {0:?}; the controls are: quorum-of-one, ignore-validity, wipe-without-grace, clock-jump, pause-unfenced, fair-skips-queue, client-clock-stall")]
 pub struct UnknownControl(pub String);
 
 impl FromStr for Control {

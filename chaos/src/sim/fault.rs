@@ -149,3 +149,50 @@ pub fn plan(rng: &mut StdRng, shape: PlanShape) -> Vec<Planned> {
     }
     plan
 }
+
+/// Out of model: client `client`'s clock stands still for `ms` from `at_ms` (simulated ms from the
+/// run start) while the client keeps running (the `client-clock-stall` control).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClockStall {
+    /// The client.
+    pub client: usize,
+    /// Start.
+    pub at_ms: u64,
+    /// How long its clock stands still.
+    pub ms: u64,
+}
+
+impl ClockStall {
+    /// A short label for the history and reports.
+    pub fn label(&self) -> String {
+        format!("clock stall c{} {}ms", self.client, self.ms)
+    }
+}
+
+/// Draws each client's clock stalls of `ms` from `rng`, in the first 80 % of a run of `run_ms`,
+/// one every `mean_gap_ms` on average after the previous one ended, ordered by start.
+pub fn plan_stalls(
+    rng: &mut StdRng,
+    clients: usize,
+    run_ms: u64,
+    ms: u64,
+    mean_gap_ms: u64,
+) -> Vec<ClockStall> {
+    let horizon = run_ms * 4 / 5;
+    let mut stalls = Vec::new();
+    for client in 0..clients {
+        let mut at = rng.random_range(0..=mean_gap_ms.max(1));
+        while at < horizon {
+            stalls.push(ClockStall {
+                client,
+                at_ms: at,
+                ms,
+            });
+            at = at
+                .saturating_add(ms)
+                .saturating_add(rng.random_range(1..=2 * mean_gap_ms.max(1)));
+        }
+    }
+    stalls.sort_by_key(|s| (s.at_ms, s.client));
+    stalls
+}

@@ -21,7 +21,7 @@ use super::client::{SimLink, StoreConn, Wire};
 use super::clock::ClientClock;
 use super::controls::Control;
 use super::env::SimEnv;
-use super::fault::{plan, PlanShape, Planned};
+use super::fault::{plan, plan_stalls, ClockStall, PlanShape, Planned};
 use super::wire::{Incoming, LeftKey};
 use super::workload::{run_client, Behaviour, ClientCtx, Kind, SimRecord};
 use super::world::{MasterClock, Node, World};
@@ -48,6 +48,11 @@ const TTL_MS: (u64, u64) = (200, 1_000);
 /// 2 ms the allowance adds, plus the time the request took to reach the master.
 const MAX_PPM: i64 = 4_000;
 const _: () = assert!(99 * MAX_PPM + 100 * MAX_PPM <= 1_000_000);
+/// Under the `client-clock-stall` control, the mean gap between the end of one of a client's clock
+/// stalls and the start of its next. Unlike a master's clock jump, which must hit a majority
+/// within one TTL to show, a single stalled holder shows: one stall every few seconds per client
+/// (a stall in progress about a third of the time) is enough for most seeds to catch one.
+const STALL_GAP_MS: u64 = 4_000;
 
 /// What one seed runs.
 #[derive(Debug, Clone, Copy)]
@@ -196,7 +201,14 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
     if control == Some(Control::FairSkipsQueue) {
         faults.clear();
     }
-    let windows: Vec<FaultWindow> = faults
+    // Drawn after everything else is planned and only under their control, so that no other run
+    // draws differently.
+    let stalls: Vec<ClockStall> = if control == Some(Control::ClientClockStall) {
+        plan_stalls(&mut rng, CLIENTS, run_ms, TTL_MS.1 * 2, STALL_GAP_MS)
+    } else {
+        Vec::new()
+    };
+    let mut windows: Vec<FaultWindow> = faults
         .iter()
         .map(|p| FaultWindow {
             start: Duration::from_millis(p.at_ms),
@@ -204,6 +216,11 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
             label: p.fault.label(),
         })
         .collect();
+    windows.extend(stalls.iter().map(|s| FaultWindow {
+        start: Duration::from_millis(s.at_ms),
+        end: Duration::from_millis(s.at_ms.saturating_add(s.ms)),
+        label: s.label(),
+    }));
     let world = World::new(start, StdRng::seed_from_u64(rng.random()), nodes, store, faults);
     let stats = world.stats();
     let (tx, rx) = mpsc::unbounded_channel();
@@ -224,8 +241,14 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
     let until = start + config.simulated;
     let mut clients = Vec::with_capacity(CLIENTS);
     for c in 0..CLIENTS {
-        // Each client's clock runs at its own rate (see `MAX_PPM`) and stops while it is paused.
-        let clock = ClientClock::new(start, rng.random_range(-MAX_PPM..=MAX_PPM));
+        // Each client's clock runs at its own rate (see `MAX_PPM`), its timers stop while it is
+        // paused, and under its control, the clock itself stands still during the client's stalls.
+        let clock = ClientClock::new(start, rng.random_range(-MAX_PPM..=MAX_PPM)).with_stalls(
+            stalls
+                .iter()
+                .filter(|s| s.client == c)
+                .map(|s| (Duration::from_millis(s.at_ms), Duration::from_millis(s.ms))),
+        );
         let wire = Wire::new(c, tx.clone(), clock.clone());
         let mut builder = Quorlock::builder()
             .environment(Arc::new(SimEnv::new(rng.random(), clock.clone(), T0)))
@@ -298,7 +321,7 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
         seed: config.seed,
         attempts: records.len() as u64,
         acquisitions: records.iter().filter(|r| r.acquired.is_some()).count() as u64,
-        faults: world.faults,
+        faults: world.faults + stalls.len() as u64,
         commands: world.commands,
         violations,
         lost_updates,
