@@ -51,6 +51,11 @@ fn clock_jumps_beyond_the_drift_allowance_are_caught() {
 }
 
 #[test]
+fn clients_clocks_that_stand_still_while_they_run_are_caught() {
+    caught(Control::ClientClockStall);
+}
+
+#[test]
 fn a_fair_lock_that_skips_its_queue_is_caught() {
     caught(Control::FairSkipsQueue);
 }
