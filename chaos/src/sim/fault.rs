@@ -178,7 +178,7 @@ pub fn plan_stalls(
     ms: u64,
     mean_gap_ms: u64,
 ) -> Vec<ClockStall> {
-    let horizon = run_ms * 4 / 5;
+    let horizon = run_ms / 5 * 4;
     let mut stalls = Vec::new();
     for client in 0..clients {
         let mut at = rng.random_range(0..=mean_gap_ms.max(1));
@@ -190,7 +190,7 @@ pub fn plan_stalls(
             });
             at = at
                 .saturating_add(ms)
-                .saturating_add(rng.random_range(1..=2 * mean_gap_ms.max(1)));
+                .saturating_add(rng.random_range(1..=mean_gap_ms.max(1).saturating_mul(2)));
         }
     }
     stalls.sort_by_key(|s| (s.at_ms, s.client));
