@@ -223,8 +223,8 @@ fn quiet(faults: &[FaultWindow], from: Duration, to: Duration) -> bool {
 /// A fair lock granted to a later ticket while an earlier one was queued. Tickets carry the
 /// waiter's wall clock in ms, which runs at the client's own rate (two clients' read apart by up to
 /// 0.8 % of the time since the run start), so a call a whole ms earlier by its own clock
-/// ([`SimRecord::stamped`]) holds the earlier ticket. Judged only with no fault around, and once the earlier ticket had
-/// time to reach the queues.
+/// ([`SimRecord::stamped`]) holds the earlier ticket. Judged only with no fault around, and once
+/// the earlier ticket had time to reach the queues.
 pub fn fair_order(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<String> {
     let mut found = Vec::new();
     let mut by_resource: BTreeMap<&str, Vec<&SimRecord>> = BTreeMap::new();
