@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::clock::Clock;
+use crate::clock::{later, Clock};
 use crate::coalesce::Turn;
 use crate::metrics::{self, Cause};
 use crate::ops::LockOps;
@@ -155,7 +155,7 @@ impl Lease {
     /// Whether the lock is known lost or its validity ran out.
     pub(crate) fn is_lost(&self) -> bool {
         let status = self.status.get();
-        status.lost || self.clock.now() + LOST_TIMER_LEAD >= status.valid_until
+        status.lost || later(self.clock.now(), LOST_TIMER_LEAD) >= status.valid_until
     }
 
     /// Waits until the lock is known lost or its last confirmed validity ends.
@@ -180,7 +180,7 @@ impl Lease {
                 biased;
                 () = self.clock.sleep_until(deadline) => {
                     // The deadline may have moved while we slept (an extend); look again.
-                    if self.clock.now() + LOST_TIMER_LEAD >= self.status.get().valid_until {
+                    if later(self.clock.now(), LOST_TIMER_LEAD) >= self.status.get().valid_until {
                         return;
                     }
                 }

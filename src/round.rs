@@ -150,9 +150,11 @@ impl Round<'_> {
         // timeouts (at most two in a row per request) end them all before time could decide: a
         // reply is only a yes with validity left at its arrival anyway. Registering a timer can
         // cost a wake-up of the runtime's timer thread.
+        // The shortcut holds when the masters' timeouts run on this clock: always for tokio's; an
+        // environment's clock may run at another rate than the one a master times out on.
         let answered_by = opened.checked_add(self.node_timeout.saturating_mul(2));
-        let timed = answered_by.is_none_or(|by| by >= deadline);
-        let mut time_decides = self.clock.sleep_until(deadline);
+        let timed = !self.clock.is_tokio() || answered_by.is_none_or(|by| by >= deadline);
+        let mut time_decides = self.clock.sleep_until_if(timed, deadline);
         loop {
             let decision = tokio::select! {
                 biased;
@@ -185,7 +187,7 @@ impl Round<'_> {
                     if !decided.is_final() {
                         // A timer fired a hair before the deadline it was set for: look again
                         // shortly rather than spin on a fired timer.
-                        time_decides.reset(self.clock, self.clock.deadline(Duration::from_millis(1)));
+                        time_decides.reset(self.clock.deadline(Duration::from_millis(1)));
                     }
                     decided
                 }

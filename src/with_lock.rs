@@ -58,7 +58,8 @@ impl LockHandle {
         self.held.fencing_token.get().copied()
     }
 
-    /// The monotonic instant the lock stops being valid unless renewed.
+    /// The instant the lock stops being valid unless renewed, on the client's monotonic clock:
+    /// tokio's, or the clock of the `Environment` the client was built with.
     pub fn valid_until(&self) -> Instant {
         self.held.valid_until()
     }

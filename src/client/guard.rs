@@ -121,7 +121,8 @@ impl Guard {
         &self.lease.token
     }
 
-    /// The monotonic instant the lock stops being valid.
+    /// The instant the lock stops being valid, on the client's monotonic clock: tokio's, or the
+    /// clock of the `Environment` the client was built with.
     pub fn valid_until(&self) -> Instant {
         self.lease.valid_until()
     }

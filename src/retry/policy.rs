@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::{Next, Policy};
-use crate::clock::Clock;
+use crate::clock::{later, Clock};
 use crate::core::expiry::{self, Pttl};
 use crate::core::{self, RetryPlan};
 use crate::error::AcquireError;
@@ -292,7 +292,7 @@ impl<'a> ReleaseOrExpiry<'a> {
 pub(crate) fn deadline(started: Instant, plan: RetryPlan) -> Instant {
     started
         .checked_add(plan.wait)
-        .unwrap_or_else(|| started + FOREVER)
+        .unwrap_or_else(|| later(started, FOREVER))
 }
 
 impl Policy for ReleaseOrExpiry<'_> {

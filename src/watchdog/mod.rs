@@ -38,6 +38,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use crate::clock::later;
 use crate::config::Config;
 use crate::core::renewal;
 use crate::lease::Lease;
@@ -324,11 +325,14 @@ impl Shared {
             }
             let entry = slot.get_mut();
             match outcome {
-                Outcome::Renewed { started } => entry.next_due = *started + entry.interval,
+                Outcome::Renewed { started } => entry.next_due = later(*started, entry.interval),
                 Outcome::Busy => {
-                    entry.next_due = now + renewal::retry_delay(entry.interval, renewal::MIN_RENEW_INTERVAL)
+                    let delay = renewal::retry_delay(entry.interval, renewal::MIN_RENEW_INTERVAL);
+                    entry.next_due = later(now, delay);
                 }
-                Outcome::Retry => entry.next_due = now + renewal::retry_delay(entry.interval, retry_floor),
+                Outcome::Retry => {
+                    entry.next_due = later(now, renewal::retry_delay(entry.interval, retry_floor));
+                }
                 Outcome::Stop => {
                     slot.remove();
                 }
