@@ -302,23 +302,25 @@ async fn large_ticks_reopen_their_connections_and_keep_renewing() {
         .build()
         .await
         .expect("build");
-    let ttl = Duration::from_secs(3);
+    let ttl = Duration::from_secs(6);
     // The watchdog closes its renewal connections after a tick of at least 1,000 renewals.
     let n = 1_000;
     let guards: Vec<_> = stream::iter(0..n)
         .map(|i| {
             let locks = locks.clone();
-            async move {
-                let guard = locks.acquire(&format!("large:{i}"), ttl).await.expect("acquire");
-                guard.keep_alive();
-                guard
-            }
+            async move { locks.acquire(&format!("large:{i}"), ttl).await.expect("acquire") }
         })
         .buffer_unordered(64)
         .collect()
         .await;
-    // Renewed locks share their next due time, so the ticks soon carry all of them; each such tick
+    // Kept alive once every lock is past its first renewal time (a third of the TTL after its
+    // acquire), so all are due at once, however long the acquires took on a busy machine: the
+    // first tick renews all of them, and locks renewed in one tick stay together. Each such tick
     // closes its renewal connections and the next one opens them again.
+    tokio::time::sleep(ttl / 3 + Duration::from_millis(100)).await;
+    for guard in &guards {
+        guard.keep_alive();
+    }
     let mut conn = c.client(0).await.expect("connect");
     let opened = connections_received(&mut conn).await;
     let stats = locks.watchdog_stats();
