@@ -113,8 +113,14 @@ pub fn semaphore(records: &[SimRecord]) -> Vec<String> {
 
 /// `CHECK: RESOURCE held by cA from T and by cB from T, D of overlap`.
 fn held_twice(check: &str, o: &checker::Overlap) -> String {
+    overlap_text(check, o, ("held by", "and by"))
+}
+
+/// `CHECK: RESOURCE FIRST cA from T SECOND cB from T, D of overlap`, with the words that say what
+/// each of the two holds was.
+fn overlap_text(check: &str, o: &checker::Overlap, (first, second): (&str, &str)) -> String {
     format!(
-        "{check}: {} held by c{} from {:?} and by c{} from {:?}, {:?} of overlap",
+        "{check}: {} {first} c{} from {:?} {second} c{} from {:?}, {:?} of overlap",
         o.resource,
         o.first.client,
         o.first.acquired.unwrap_or_default(),
@@ -131,17 +137,7 @@ pub fn readers_and_writers(records: &[SimRecord]) -> Vec<String> {
     let writers = records_of(records.iter().filter(|r| r.kind == Kind::Write));
     checker::reader_writer_overlaps(&readers, &writers)
         .into_iter()
-        .map(|o| {
-            format!(
-                "read-write: {} written by c{} from {:?} while c{} read from {:?}, {:?} of overlap",
-                o.resource,
-                o.first.client,
-                o.first.acquired.unwrap_or_default(),
-                o.second.client,
-                o.second.acquired.unwrap_or_default(),
-                o.overlap
-            )
-        })
+        .map(|o| overlap_text("read-write", &o, ("written by", "while read by")))
         .collect()
 }
 
