@@ -154,7 +154,8 @@ impl Round<'_> {
         // environment's clock may run at another rate than the one a master times out on.
         let answered_by = opened.checked_add(self.node_timeout.saturating_mul(2));
         let timed = !self.clock.is_tokio() || answered_by.is_none_or(|by| by >= deadline);
-        let mut time_decides = self.clock.sleep_until_if(timed, deadline);
+        let time_decides = self.clock.sleep_until_if(timed, deadline);
+        tokio::pin!(time_decides);
         loop {
             let decision = tokio::select! {
                 biased;
@@ -182,12 +183,12 @@ impl Round<'_> {
                         decided => decided,
                     },
                 },
-                () = &mut time_decides, if timed => {
+                () = time_decides.as_mut(), if timed => {
                     let decided = tally.poll(self.clock.now().into_std());
                     if !decided.is_final() {
                         // A timer fired a hair before the deadline it was set for: look again
                         // shortly rather than spin on a fired timer.
-                        time_decides.reset(self.clock.deadline(Duration::from_millis(1)));
+                        time_decides.as_mut().reset(self.clock.deadline(Duration::from_millis(1)));
                     }
                     decided
                 }

@@ -1,8 +1,8 @@
 //! The client's one monotonic clock: every validity, deadline, renewal, backoff and wait reads
 //! the time and sets its timers here, never on tokio directly.
 //!
-//! By default this is tokio's clock (so a paused tokio clock drives everything; a timer costs one
-//! allocation more than tokio's own). An application that supplies an [`Environment`] supplies the clock too: the
+//! By default this is tokio's clock (so a paused tokio clock drives everything, and a timer is
+//! tokio's own, held in place: nothing is allocated for it). An application that supplies an [`Environment`] supplies the clock too: the
 //! deterministic simulation gives each client a clock of its own rate whose timers stop while the
 //! client is paused, as a process stopped by GC or `SIGSTOP` would see it. Keeping every read of
 //! the time behind this one type is what makes that substitution complete; `scan.rs` checks that
@@ -64,10 +64,13 @@ impl Clock {
     /// A timer done once this clock reads `deadline`.
     pub(crate) fn sleep_until(&self, deadline: Instant) -> Sleep {
         match self {
-            Clock::Tokio => Sleep::Tokio(Box::pin(tokio::time::sleep_until(deadline))),
-            Clock::Custom(environment) => {
-                Sleep::Custom(environment.sleep_until(deadline), Arc::clone(environment))
-            }
+            Clock::Tokio => Sleep::Tokio {
+                sleep: tokio::time::sleep_until(deadline),
+            },
+            Clock::Custom(environment) => Sleep::Custom {
+                timer: environment.sleep_until(deadline),
+                environment: Arc::clone(environment),
+            },
         }
     }
 
@@ -122,23 +125,27 @@ pub(crate) fn later(instant: Instant, delay: Duration) -> Instant {
         .unwrap_or(instant)
 }
 
-/// A timer of a [`Clock`], re-armable like tokio's.
-pub(crate) enum Sleep {
-    /// On tokio's clock.
-    Tokio(Pin<Box<tokio::time::Sleep>>),
-    /// On an environment's clock, with the environment to re-arm it on.
-    Custom(Timer, Arc<dyn Environment>),
-    /// Not armed: never completes.
-    Never,
+pin_project_lite::pin_project! {
+    /// A timer of a [`Clock`], re-armable like tokio's. Tokio's timer is held in place (pin it
+    /// with `tokio::pin!` to poll it by reference or re-arm it).
+    #[project = SleepProj]
+    pub(crate) enum Sleep {
+        /// On tokio's clock.
+        Tokio { #[pin] sleep: tokio::time::Sleep },
+        /// On an environment's clock, with the environment to re-arm it on.
+        Custom { timer: Timer, environment: Arc<dyn Environment> },
+        /// Not armed: never completes.
+        Never,
+    }
 }
 
 impl Sleep {
     /// Re-arms the timer for `deadline`, on the clock it was made on (an unarmed one stays so).
-    pub(crate) fn reset(&mut self, deadline: Instant) {
-        match self {
-            Sleep::Tokio(sleep) => sleep.as_mut().reset(deadline),
-            Sleep::Custom(timer, environment) => *timer = environment.sleep_until(deadline),
-            Sleep::Never => {}
+    pub(crate) fn reset(self: Pin<&mut Self>, deadline: Instant) {
+        match self.project() {
+            SleepProj::Tokio { sleep } => sleep.reset(deadline),
+            SleepProj::Custom { timer, environment } => *timer = environment.sleep_until(deadline),
+            SleepProj::Never => {}
         }
     }
 }
@@ -147,10 +154,10 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        match self.get_mut() {
-            Sleep::Tokio(sleep) => sleep.as_mut().poll(cx),
-            Sleep::Custom(timer, _) => timer.as_mut().poll(cx),
-            Sleep::Never => Poll::Pending,
+        match self.project() {
+            SleepProj::Tokio { sleep } => sleep.poll(cx),
+            SleepProj::Custom { timer, .. } => timer.as_mut().poll(cx),
+            SleepProj::Never => Poll::Pending,
         }
     }
 }
@@ -198,8 +205,9 @@ mod tests {
     async fn tokio_clock_resets_in_place_and_saturates_far_deadlines() {
         let clock = Clock::Tokio;
         let origin = clock.now();
-        let mut timer = clock.sleep(Duration::from_secs(100));
-        timer.reset(origin + Duration::from_secs(1));
+        let timer = clock.sleep(Duration::from_secs(100));
+        tokio::pin!(timer);
+        timer.as_mut().reset(origin + Duration::from_secs(1));
         timer.await;
         assert_eq!(clock.now() - origin, Duration::from_secs(1));
         assert!(clock.deadline(Duration::MAX) > clock.now());
@@ -209,8 +217,9 @@ mod tests {
     async fn a_custom_timer_re_arms_on_its_own_clock_and_an_unarmed_one_never_fires() {
         let origin = Instant::now();
         let clock = Clock::of(Some(&(Arc::new(Double(origin)) as Arc<dyn Environment>)));
-        let mut timer = clock.sleep(Duration::from_secs(100));
-        timer.reset(origin + Duration::from_secs(4));
+        let timer = clock.sleep(Duration::from_secs(100));
+        tokio::pin!(timer);
+        timer.as_mut().reset(origin + Duration::from_secs(4));
         timer.await;
         assert_eq!(Instant::now() - origin, Duration::from_secs(2));
         assert!(!clock.is_tokio() && Clock::Tokio.is_tokio());
