@@ -118,7 +118,8 @@ impl Lease {
         token: Arc<str>,
         ops: Arc<dyn LockOps>,
         ttl: Duration,
-        (clock, valid_until): (Clock, Instant),
+        valid_until: Instant,
+        clock: Clock,
     ) -> Self {
         Self {
             resource,

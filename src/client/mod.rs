@@ -219,8 +219,8 @@ impl Inner {
         ttl: Duration,
         valid_until: Instant,
     ) -> Guard {
-        let valid = (self.config.clock.clone(), valid_until);
-        let lease = Lease::new(resource.to_owned(), key, token, ops, ttl, valid);
+        let clock = self.config.clock.clone();
+        let lease = Lease::new(resource.to_owned(), key, token, ops, ttl, valid_until, clock);
         Guard::new(Arc::clone(self), lease)
     }
 
