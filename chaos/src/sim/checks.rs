@@ -15,6 +15,85 @@ use crate::history::{FaultWindow, LockRecord};
 
 use super::workload::{Kind, SimRecord, SEMAPHORE_PERMITS};
 
+/// Which of the checks a finding comes from: what a negative control must be caught by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Check {
+    /// Two owners' safe intervals overlapped on an exclusive hold ([`exclusion`]).
+    Exclusion,
+    /// A multi-resource hold without every resource ([`all_or_nothing`]).
+    AllOrNothing,
+    /// A fencing token went backwards or was handed out twice ([`fencing`]).
+    Fencing,
+    /// A fair lock granted out of ticket order ([`fair_order`]).
+    FairOrder,
+    /// More semaphore holders than permits, or two holders of one slot ([`semaphore`]).
+    Semaphore,
+    /// A reader beside a writer ([`readers_and_writers`]).
+    ReadWrite,
+    /// An acquire that should have succeeded did not ([`liveness`]).
+    Liveness,
+    /// Acknowledged witness updates were lost ([`lost_updates`]).
+    LostUpdates,
+    /// Keys left on the masters after the run settled.
+    LeakedKeys,
+}
+
+impl Check {
+    /// Its name in reports (`mutual exclusion`, `semaphore`, `lost updates`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::Exclusion => "mutual exclusion",
+            Check::AllOrNothing => "multi",
+            Check::Fencing => "fencing",
+            Check::FairOrder => "fair",
+            Check::Semaphore => "semaphore",
+            Check::ReadWrite => "read-write",
+            Check::Liveness => "liveness",
+            Check::LostUpdates => "lost updates",
+            Check::LeakedKeys => "leaked keys",
+        }
+    }
+}
+
+impl std::fmt::Display for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One violation a check found, with the check that found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The check.
+    pub check: Check,
+    /// What it saw, starting with the check's name.
+    pub text: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Every violation of the per-record checks, each with its check: exclusion, all-or-nothing,
+/// fencing, fair order, the semaphore, readers and writers, liveness.
+pub fn findings(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<Finding> {
+    let found: [(Check, Vec<String>); 7] = [
+        (Check::Exclusion, exclusion(records)),
+        (Check::AllOrNothing, all_or_nothing(records)),
+        (Check::Fencing, fencing(records)),
+        (Check::FairOrder, fair_order(records, faults)),
+        (Check::Semaphore, semaphore(records)),
+        (Check::ReadWrite, readers_and_writers(records)),
+        (Check::Liveness, liveness(records, faults)),
+    ];
+    found
+        .into_iter()
+        .flat_map(|(check, texts)| texts.into_iter().map(move |text| Finding { check, text }))
+        .collect()
+}
+
 /// How long after a waiter's call its ticket is surely in every reachable queue (a round trip
 /// and more, with no fault).
 pub const FAIR_MARGIN: Duration = Duration::from_millis(50);

@@ -5,6 +5,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::checks::Check;
+
 /// One broken assumption.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Control {
@@ -39,6 +41,23 @@ impl Control {
         Control::FairSkipsQueue,
         Control::ClientClockStall,
     ];
+
+    /// The check that must catch it. A control counts as caught only when this check fires:
+    /// a leak or a liveness complaint in a control's run says nothing about the assumption it
+    /// breaks.
+    pub fn target(self) -> Check {
+        match self {
+            // Two owners at once on an exclusive lock, seen from the holds' safe intervals.
+            Control::QuorumOfOne
+            | Control::IgnoreValidity
+            | Control::WipeWithoutGrace
+            | Control::ClockJump
+            | Control::ClientClockStall => Check::Exclusion,
+            // The safe intervals are fine; only the store sees the paused holder's late write.
+            Control::PauseUnfenced => Check::LostUpdates,
+            Control::FairSkipsQueue => Check::FairOrder,
+        }
+    }
 
     /// The name on the command line.
     pub fn name(self) -> &'static str {

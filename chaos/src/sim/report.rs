@@ -60,8 +60,7 @@ pub struct Summary {
     pub faults: u64,
     /// Violations found.
     pub violations: u64,
-    /// Violations per check (the text before the first colon: "mutual exclusion", "semaphore",
-    /// "read-write", "fair", ...).
+    /// Violations per check ("mutual exclusion", "semaphore", "read-write", "fair", ...).
     pub violations_by_check: BTreeMap<String, u64>,
     /// Acknowledged updates lost.
     pub lost_updates: u64,
@@ -79,8 +78,14 @@ pub struct Summary {
     pub extends_ok: u64,
     /// Holds whose holder learnt that its lock was lost.
     pub lost_signals: u64,
-    /// The first seed that failed, if any (for a control: how soon it was caught).
+    /// The first seed that failed, if any.
     pub first_failing_seed: Option<u64>,
+    /// For a control: the check that must catch it.
+    pub target: Option<String>,
+    /// For a control: the seeds in which its own check fired.
+    pub caught_seeds: u64,
+    /// For a control: the first seed in which its own check fired (how soon it was caught).
+    pub first_caught_seed: Option<u64>,
     /// Simulated seconds.
     pub simulated_seconds: f64,
     /// Wall-clock seconds.
@@ -129,6 +134,9 @@ pub fn sweep(plan: Sweep, mut each: impl FnMut(&SeedOutcome)) -> Result<Summary,
         extends_ok: 0,
         lost_signals: 0,
         first_failing_seed: None,
+        target: plan.control.map(|c| c.target().name().to_owned()),
+        caught_seeds: 0,
+        first_caught_seed: None,
         simulated_seconds: 0.0,
         wall_seconds: 0.0,
         acquisitions_per_wall_minute: 0.0,
@@ -154,8 +162,14 @@ pub fn sweep(plan: Sweep, mut each: impl FnMut(&SeedOutcome)) -> Result<Summary,
         summary.faults += outcome.faults;
         summary.violations += outcome.violations.len() as u64;
         for violation in &outcome.violations {
-            let check = violation.split(':').next().unwrap_or_default();
-            *summary.violations_by_check.entry(check.to_owned()).or_default() += 1;
+            *summary
+                .violations_by_check
+                .entry(violation.check.name().to_owned())
+                .or_default() += 1;
+        }
+        if plan.control.is_some_and(|c| outcome.caught(c)) {
+            summary.caught_seeds += 1;
+            summary.first_caught_seed.get_or_insert(seed);
         }
         summary.lost_updates += outcome.lost_updates;
         summary.leaked_keys += outcome.leaked_keys.len() as u64;
@@ -180,7 +194,12 @@ pub fn sweep(plan: Sweep, mut each: impl FnMut(&SeedOutcome)) -> Result<Summary,
             summary.failures.push(Failure {
                 seed,
                 replay: replay_command(seed, plan.simulated, plan.control),
-                violations: outcome.violations.iter().take(5).cloned().collect(),
+                violations: outcome
+                    .violations
+                    .iter()
+                    .take(5)
+                    .map(ToString::to_string)
+                    .collect(),
                 lost_updates: outcome.lost_updates,
                 leaked_keys: outcome.leaked_keys.iter().take(5).cloned().collect(),
             });

@@ -16,7 +16,7 @@ use redis::AsyncCommands;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::checks;
+use super::checks::{self, Check, Finding};
 use super::client::{SimLink, StoreConn, Wire};
 use super::clock::ClientClock;
 use super::controls::Control;
@@ -78,8 +78,8 @@ pub struct SeedOutcome {
     pub faults: u64,
     /// Commands run on lock masters.
     pub commands: u64,
-    /// What the checks found.
-    pub violations: Vec<String>,
+    /// Violations found, each with the check that found it.
+    pub violations: Vec<Finding>,
     /// Acknowledged witness updates that were lost.
     pub lost_updates: u64,
     /// Keys left behind after the settle.
@@ -104,6 +104,21 @@ impl SeedOutcome {
     /// `true` when every check passed.
     pub fn passed(&self) -> bool {
         self.violations.is_empty() && self.lost_updates == 0 && self.leaked_keys.is_empty()
+    }
+
+    /// `true` if `check` found something in this seed.
+    pub fn fired(&self, check: Check) -> bool {
+        match check {
+            Check::LostUpdates => self.lost_updates > 0,
+            Check::LeakedKeys => !self.leaked_keys.is_empty(),
+            _ => self.violations.iter().any(|v| v.check == check),
+        }
+    }
+
+    /// `true` if the check `control` targets found something: any other failure (a leak, a
+    /// liveness complaint) does not count as catching it.
+    pub fn caught(&self, control: Control) -> bool {
+        self.fired(control.target())
     }
 }
 
@@ -307,14 +322,7 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
     world_task.abort();
     drop(tx);
 
-    let mut violations = Vec::new();
-    violations.extend(checks::exclusion(&records));
-    violations.extend(checks::all_or_nothing(&records));
-    violations.extend(checks::fencing(&records));
-    violations.extend(checks::fair_order(&records, &windows));
-    violations.extend(checks::semaphore(&records));
-    violations.extend(checks::readers_and_writers(&records));
-    violations.extend(checks::liveness(&records, &windows));
+    let violations = checks::findings(&records, &windows);
     let lost_updates = checks::lost_updates(&writes, &finals);
     let world = stats.get();
     let mut outcome = SeedOutcome {

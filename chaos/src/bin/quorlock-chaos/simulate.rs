@@ -28,8 +28,9 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "30s", value_parser = crate::duration::parse)]
     simulated: Duration,
     /// Break one safety assumption on purpose: quorum-of-one, ignore-validity,
-    /// wipe-without-grace, clock-jump, pause-unfenced, fair-skips-queue. The run then succeeds
-    /// only if the checks report violations.
+    /// wipe-without-grace, clock-jump, pause-unfenced, fair-skips-queue, client-clock-stall. The
+    /// run then succeeds only if the control's own check (exclusion, lost updates, fair order)
+    /// reports violations.
     #[arg(long)]
     control: Option<Control>,
     /// Print the totals as JSON.
@@ -37,8 +38,8 @@ pub struct SimulateArgs {
     json: bool,
 }
 
-/// Runs the simulation; exit 0 when the checks came out as they should, 1 when not, 70 when the
-/// simulation itself could not run.
+/// Runs the simulation; exit 0 when the checks came out as they should (nothing found, or for a
+/// control, its own check fired), 1 when not, 70 when the simulation itself could not run.
 pub fn run(args: SimulateArgs) -> ExitCode {
     let (first, count) = match (args.seed, args.seeds, args.minutes) {
         (Some(seed), _, _) => (seed, 1),
@@ -103,8 +104,12 @@ pub fn run(args: SimulateArgs) -> ExitCode {
     } else {
         print_text(&summary);
     }
-    let failed = summary.violations + summary.lost_updates + summary.leaked_keys > 0;
-    if failed == control.is_some() {
+    // A control succeeds only when its own check fired; an in-model run only when nothing did.
+    let as_it_must = match control {
+        Some(_) => summary.first_caught_seed.is_some(),
+        None => summary.violations + summary.lost_updates + summary.leaked_keys == 0,
+    };
+    if as_it_must {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -154,11 +159,16 @@ fn print_text(s: &Summary) {
             .collect();
         println!("violations by check: {}", checks.join(", "));
     }
-    if let Some(control) = &s.control {
-        if s.violations + s.lost_updates + s.leaked_keys == 0 {
-            println!("control {control}: NO violation found: the checks are blind to it");
-        } else {
-            println!("control {control}: caught, as it must be");
+    if let (Some(control), Some(target)) = (&s.control, &s.target) {
+        match s.first_caught_seed {
+            Some(seed) => println!(
+                "control {control}: caught by its own check ({target}) in {} of {} seeds, first at seed {seed}, as it must be",
+                s.caught_seeds, s.seeds
+            ),
+            None if s.violations + s.lost_updates + s.leaked_keys > 0 => println!(
+                "control {control}: NOT caught: its own check ({target}) never fired; other checks did, which does not count"
+            ),
+            None => println!("control {control}: NO violation found: the checks are blind to it"),
         }
     }
 }
