@@ -6,11 +6,13 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::cluster;
 use quorlock_chaos::checker::{overlaps, reader_writer_overlaps, too_many_holders};
 use quorlock_chaos::kinds_workload::{run, KindsHistory, KindsMode, KindsOptions};
+use quorlock_chaos::opening::{Opening, PLAYERS};
 use quorlock_chaos::{Cluster, History, ProxyGroup, RunClock};
 
 const RUN: Duration = Duration::from_secs(3);
@@ -25,6 +27,7 @@ fn options(clients: usize, mode: KindsMode, seed: u64) -> KindsOptions {
         seed,
         mode,
         key_prefix: "quorlock-chaos:".into(),
+        opening: None,
     }
 }
 
@@ -36,7 +39,11 @@ fn history() -> KindsHistory {
     }
 }
 
-/// Runs `opts` with one proxy group per client, group `g` cut off from master `g % masters`.
+/// Runs `opts` with one proxy group per client, group `g` cut off from master `g % masters`,
+/// the first three clients taking a permit in turn before anyone runs freely, each keeping it
+/// until all three have tried: with three masters, client 0 counts on masters 1 and 2, client 1
+/// on 0 and 2, client 2 on 0 and 1, so majority counting holds three permits at once every
+/// time. The construction, not the timing, makes the counterexample.
 async fn partitioned(c: &Cluster, opts: &KindsOptions) -> KindsHistory {
     let proxies = ProxyGroup::start(c, opts.clients).await.expect("proxies");
     for group in 0..opts.clients {
@@ -44,7 +51,11 @@ async fn partitioned(c: &Cluster, opts: &KindsOptions) -> KindsHistory {
     }
     let urls: Vec<Vec<String>> = (0..opts.clients).map(|g| proxies.urls(g)).collect();
     let history = history();
-    run(opts, &urls, &history, RUN).await.expect("workload");
+    let opts = KindsOptions {
+        opening: Some(Opening::local(PLAYERS, Arc::default(), 0)),
+        ..opts.clone()
+    };
+    run(&opts, &urls, &history, RUN).await.expect("workload");
     proxies.heal();
     history
 }
@@ -84,6 +95,13 @@ async fn majority_counting_is_caught_when_each_client_misses_a_different_master(
         "the checker missed majority counting's extra holders"
     );
     assert!(excess.iter().all(|e| e.holders.len() > 2));
+    // The opening round's three players held at once.
+    assert!(
+        excess
+            .iter()
+            .any(|e| (0..PLAYERS).all(|p| e.holders.iter().any(|h| h.client == p))),
+        "{excess:?}"
+    );
 }
 
 #[tokio::test]

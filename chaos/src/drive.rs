@@ -10,8 +10,6 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use redis::AsyncCommands;
-
 use crate::availability::AppliedFault;
 use crate::backend::Backend;
 use crate::clock::MasterClocks;
@@ -24,10 +22,11 @@ use crate::faults::{self, ClientPauses, FaultAction, FaultTargets, ScheduledFaul
 use crate::history::{History, LockRecord, RunClock};
 use crate::kinds_workload::{self, KindsHistory, KindsMode, KindsOptions};
 use crate::leaks::scan_lock_keys;
+use crate::opening::{self, Opening};
 use crate::proxy::ProxyGroup;
 use crate::run::{BackendChoice, Kind, RunOptions, RunReport};
-use crate::scenario::ScheduleParams;
-use crate::server::{connect, redis_server_path};
+use crate::scenario::{ScenarioKind, ScheduleParams};
+use crate::server::redis_server_path;
 use crate::verdict::{self, Evidence};
 use crate::workload::{self, ClientMode, WorkloadOptions, WorkloadStats};
 
@@ -107,7 +106,7 @@ pub async fn run_with_progress(
         }
     };
     if let Some(url) = &witness_url {
-        reset_witness(url, opts.resources).await?;
+        workload::reset_witness(url, opts.resources).await?;
     }
 
     let groups = scenario.groups();
@@ -128,10 +127,16 @@ pub async fn run_with_progress(
         reads: History::new(clock),
     };
 
+    let injected = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let opening = kinds_opening(&opts, &schedule, std::sync::Arc::clone(&injected), &mut notes);
+    let played = opening.is_some();
     let clients = async {
         match (kinds_mode(&opts), &witness_url) {
             (Some(mode), _) => {
-                let kopts = kinds_options(&wopts, mode);
+                let kopts = KindsOptions {
+                    opening,
+                    ..kinds_options(&wopts, mode)
+                };
                 let urls = &group_urls;
                 kinds_workload::run_with_pauses(&kopts, urls, &kinds_history, &pauses, opts.duration).await?;
                 Ok(WorkloadStats::default())
@@ -142,7 +147,6 @@ pub async fn run_with_progress(
             (None, None) => Err(HarnessError::Workload("a lock run needs a witness".into())),
         }
     };
-    let injected = std::sync::atomic::AtomicUsize::new(0);
     let injector = inject(
         &schedule,
         &mut m,
@@ -185,8 +189,14 @@ pub async fn run_with_progress(
     // A request held by a paused master or a slow proxy can still land until the heal.
     let healed = clock.now();
 
-    // Wait out the TTL, then every lock key left is a leak.
-    let settle = healed + opts.ttl + opts.ttl / 2;
+    // Wait out the TTL (the opening round's longer one, if it was played), then every lock key
+    // left is a leak.
+    let longest = if played {
+        opts.ttl * opening::TTL_FACTOR
+    } else {
+        opts.ttl
+    };
+    let settle = healed + longest + opts.ttl / 2;
     tokio::time::sleep_until(tokio::time::Instant::from_std(clock.start() + settle)).await;
     let observations = scan_lock_keys(&m.backend.urls(), &wopts.key_prefix, clock, &mut notes).await;
     let actual = match &witness_url {
@@ -228,6 +238,34 @@ pub async fn run_with_progress(
     Ok(report)
 }
 
+/// The opening round of a semaphore run under `split-majorities`: once every group is cut off
+/// from its master, the first clients take a permit in turn and keep it until all have tried.
+/// With three masters and two permits, majority counting then holds three permits at once
+/// every time (client 0 counts on masters 1 and 2, client 1 on 0 and 2, client 2 on 0 and 1),
+/// where quorlock's semaphore holds two: the control's counterexample, and its safe twin, built
+/// rather than raced for.
+fn kinds_opening(
+    opts: &RunOptions,
+    schedule: &[ScheduledFault],
+    injected: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    notes: &mut Vec<String>,
+) -> Option<Opening> {
+    let split = opts.scenario.kind == ScenarioKind::SplitMajorities;
+    if opts.mode == ClientMode::MajorityCounting && !(split && opts.masters == 3) {
+        notes.push(
+            "the majority-counting control is certain only under split-majorities with 3 masters; here it races"
+                .into(),
+        );
+    }
+    if !split || !matches!(opts.kind, Kind::Semaphore(_)) {
+        return None;
+    }
+    // The cut: every fault scheduled at the first fault's time.
+    let first = schedule.first()?.at;
+    let cut = schedule.iter().take_while(|f| f.at == first).count();
+    Some(Opening::local(opening::PLAYERS.min(opts.clients), injected, cut))
+}
+
 /// What the kinds' clients take, or `None` for plain locks.
 fn kinds_mode(opts: &RunOptions) -> Option<KindsMode> {
     match (opts.kind, opts.mode) {
@@ -250,6 +288,7 @@ fn kinds_options(w: &WorkloadOptions, mode: KindsMode) -> KindsOptions {
         seed: w.seed,
         mode,
         key_prefix: w.key_prefix.clone(),
+        opening: None,
     }
 }
 
@@ -347,20 +386,6 @@ async fn usable_fake_clock() -> Result<FakeClock, HarnessError> {
     let clock = FakeClock::new()?;
     faketime::probe(&redis_server_path()?, &clock).await?;
     Ok(clock)
-}
-
-async fn reset_witness(url: &str, resources: usize) -> Result<(), HarnessError> {
-    let mut conn = connect(url, Duration::from_secs(5))
-        .await
-        .map_err(|e| HarnessError::redis("connecting to the witness", e))?;
-    let keys: Vec<String> = (0..resources)
-        .map(|i| workload::witness_key(&workload::resource_name(i)))
-        .collect();
-    let _: () = conn
-        .del(&keys)
-        .await
-        .map_err(|e| HarnessError::redis("clearing the witness counters", e))?;
-    Ok(())
 }
 
 /// Applies the schedule's faults on time until `until`; later ones are left to the heal.

@@ -94,9 +94,15 @@ pub struct ScheduledFault {
 }
 
 /// Requests to stall clients inside their next hold; shared by the executor and clients.
+///
+/// While a stall is pending or under way the run's clients keep going past the run's end
+/// ([`ClientPauses::busy`]), so that the stalled client gets its turn and the others take the
+/// lock under it: what the stall exists to show happens every run, not only when the timing
+/// allows.
 #[derive(Debug, Clone, Default)]
 pub struct ClientPauses {
     pending: Arc<Mutex<HashMap<usize, Duration>>>,
+    stalling: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ClientPauses {
@@ -110,9 +116,29 @@ impl ClientPauses {
         self.lock().insert(client, duration);
     }
 
-    /// Takes `client`'s pending stall, if any (called by the client while holding).
+    /// Takes `client`'s pending stall, if any (called by the client while holding); the
+    /// client calls [`ClientPauses::finish`] once it is over.
     pub fn take(&self, client: usize) -> Option<Duration> {
-        self.lock().remove(&client)
+        let mut pending = self.lock();
+        let stall = pending.remove(&client);
+        if stall.is_some() {
+            self.stalling.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        stall
+    }
+
+    /// Ends a stall [`ClientPauses::take`] handed out.
+    pub fn finish(&self) {
+        let _ = self.stalling.fetch_update(
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+            |n| n.checked_sub(1),
+        );
+    }
+
+    /// `true` while a stall is requested and not yet taken, or taken and not yet over.
+    pub fn busy(&self) -> bool {
+        !self.lock().is_empty() || self.stalling.load(std::sync::atomic::Ordering::SeqCst) > 0
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<usize, Duration>> {

@@ -20,6 +20,7 @@ use redis::aio::MultiplexedConnection;
 use crate::error::HarnessError;
 use crate::faults::ClientPauses;
 use crate::history::{History, LockRecord};
+use crate::opening::{self, Opening};
 use crate::server::connect;
 
 /// What the clients take.
@@ -53,6 +54,9 @@ pub struct KindsOptions {
     pub mode: KindsMode,
     /// Prefix of every key the clients write (so leaks can be found by pattern).
     pub key_prefix: String,
+    /// An opening round played in turns before the clients run freely (a negative control's
+    /// construction, and its safe twin's); `None` for none.
+    pub opening: Option<Opening>,
 }
 
 /// Where holds are recorded: every hold in `holds`, except the reads of a read-write lock, which
@@ -132,6 +136,16 @@ pub async fn run_with_pauses(
     Ok(total)
 }
 
+/// Ends a turn of the opening round: the next player may go; one that holds keeps its hold
+/// until every player has had its turn.
+async fn end_turn(turn: Option<&Opening>, held: bool) {
+    let Some(opening) = turn else { return };
+    opening.pass().await;
+    if held {
+        opening.over().await;
+    }
+}
+
 enum Taker {
     Quorlock(Quorlock),
     /// One connection per master (`None`: it could not be reached at the start).
@@ -165,8 +179,16 @@ impl KindsClient {
         let clock = self.history.holds.clock();
         let mut taken = 0u64;
         let mut round = 0usize;
-        while clock.now() < until {
+        // In an opening round, the players take their turns first and everyone else waits.
+        let mut turn = self.opts.opening.clone().filter(|o| o.plays(self.id));
+        if let Some(opening) = &turn {
+            opening.my_turn(self.id).await;
+        } else if let Some(opening) = &self.opts.opening {
+            opening.over().await;
+        }
+        while clock.now() < until || turn.is_some() {
             round += 1;
+            let turn = turn.take();
             let mut record = LockRecord::invoked(self.id, &self.opts.resource, clock.now());
             let write = matches!(self.opts.mode, KindsMode::ReadWrite(n) if round.is_multiple_of(n.max(1)));
             let hold = self.between(self.opts.hold.0, self.opts.hold.1);
@@ -174,19 +196,28 @@ impl KindsClient {
             let held = match &self.taker {
                 Taker::Quorlock(locks) => {
                     let resource = self.opts.resource.as_str();
-                    let ttl = self.opts.ttl;
-                    let acquired = match self.opts.mode {
-                        KindsMode::Semaphore(p) | KindsMode::MajorityCounting(p) => {
+                    let ttl = self.ttl(turn.is_some());
+                    let acquired = match (self.opts.mode, &turn) {
+                        // A turn of the opening round takes what is free now, without waiting.
+                        (KindsMode::Semaphore(p) | KindsMode::MajorityCounting(p), Some(_)) => {
+                            locks.semaphore(resource, p, ttl).try_acquire().await
+                        }
+                        (KindsMode::Semaphore(p) | KindsMode::MajorityCounting(p), None) => {
                             locks.acquire_permit(resource, p, ttl).await
                         }
-                        KindsMode::ReadWrite(_) if write => locks.acquire_write(resource, ttl).await,
-                        KindsMode::ReadWrite(_) => locks.acquire_read(resource, ttl).await,
+                        (KindsMode::ReadWrite(_), Some(_)) => {
+                            let lock = locks.lock(resource, ttl);
+                            if write { lock.write() } else { lock.read() }.try_acquire().await
+                        }
+                        (KindsMode::ReadWrite(_), None) if write => locks.acquire_write(resource, ttl).await,
+                        (KindsMode::ReadWrite(_), None) => locks.acquire_read(resource, ttl).await,
                     };
                     match acquired {
                         Ok(guard) => {
                             record.acquired = Some(clock.now());
                             record.validity_end = Some(clock.offset(guard.valid_until().into_std()));
                             record.token = guard.token().to_owned();
+                            end_turn(turn.as_ref(), true).await;
                             tokio::time::sleep(hold).await;
                             self.stall().await;
                             record.released = Some(clock.now());
@@ -197,11 +228,12 @@ impl KindsClient {
                         }
                         Err(e) => {
                             record.error = Some(e.to_string());
+                            end_turn(turn.as_ref(), false).await;
                             false
                         }
                     }
                 }
-                Taker::Counting(_) => self.counted(&mut record, hold, nonce).await,
+                Taker::Counting(_) => self.counted(&mut record, hold, nonce, turn.as_ref()).await,
             };
             taken += u64::from(held);
             let history = if matches!(self.opts.mode, KindsMode::ReadWrite(_)) && !write {
@@ -218,8 +250,15 @@ impl KindsClient {
         taken
     }
 
-    /// The unsafe control: one counted permit on a simple majority, held for `hold`.
-    async fn counted(&self, record: &mut LockRecord, hold: Duration, nonce: u64) -> bool {
+    /// The unsafe control: one counted permit on a simple majority, held for `hold` (after the
+    /// opening round, if this is a turn of it).
+    async fn counted(
+        &self,
+        record: &mut LockRecord,
+        hold: Duration,
+        nonce: u64,
+        turn: Option<&Opening>,
+    ) -> bool {
         let KindsMode::MajorityCounting(permits) = self.opts.mode else {
             return false;
         };
@@ -229,7 +268,8 @@ impl KindsClient {
         };
         let clock = self.history.holds.clock();
         let key = format!("{}counting:{}", self.opts.key_prefix, self.opts.resource);
-        let ttl_ms = u64::try_from(self.opts.ttl.as_millis()).unwrap_or(u64::MAX);
+        let ttl = self.ttl(turn.is_some());
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         let started = Instant::now();
         let votes = futures::future::join_all(masters.iter().map(|conn| {
             let (key, token) = (key.clone(), token.clone());
@@ -250,12 +290,14 @@ impl KindsClient {
         if yes < masters.len() / 2 + 1 {
             record.error = Some(format!("counted on {yes} of {} masters", masters.len()));
             self.uncount(&key, &token).await;
+            end_turn(turn, false).await;
             return false;
         }
-        let drift = self.opts.ttl / 100 + Duration::from_millis(2);
+        let drift = ttl / 100 + Duration::from_millis(2);
         record.acquired = Some(clock.now());
-        record.validity_end = Some(clock.offset(started + self.opts.ttl - drift));
+        record.validity_end = Some(clock.offset(started + ttl - drift));
         record.token = token.clone();
+        end_turn(turn, true).await;
         tokio::time::sleep(hold).await;
         self.stall().await;
         record.released = Some(clock.now());
@@ -279,10 +321,21 @@ impl KindsClient {
         .await;
     }
 
+    /// The TTL of a hold: [`opening::TTL_FACTOR`] times the run's in a turn of the opening
+    /// round, so that the players' holds outlast the round.
+    fn ttl(&self, turn: bool) -> Duration {
+        if turn {
+            self.opts.ttl * opening::TTL_FACTOR
+        } else {
+            self.opts.ttl
+        }
+    }
+
     /// A stall requested for this client, taken inside its hold (like a GC pause).
     async fn stall(&self) {
         if let Some(stall) = self.pauses.take(self.id) {
             tokio::time::sleep(stall).await;
+            self.pauses.finish();
         }
     }
 

@@ -38,10 +38,14 @@
 //!   `kinds_verdict` adds the semaphore's and the read-write lock's rules.
 //! - [`kinds_workload`]: clients of the semaphore and the read-write lock, and the
 //!   majority-counting negative control.
+//! - [`opening`]: a negative control's opening round, played in turns so that its
+//!   counterexample is built rather than left to timing.
 //! - [`report`]: a report as text, a results-table row, JSON or an SVG timeline; the
 //!   semaphore's and the read-write lock's part in `kinds_report`, the JSON pieces both use in
 //!   `json_parts`.
 //! - [`runner`]: the pre-split paths of the above, re-exported.
+//! - [`skip`]: a test that cannot run here says why, and fails instead where the run requires
+//!   what is missing.
 //! - [`proxy`]: our own TCP proxy per (client group, master) with pass-through, latency,
 //!   blackhole and reset modes; [`ProxyGroup`] turns blackholes into partitions.
 #![deny(unsafe_code)]
@@ -64,6 +68,7 @@ mod kinds_report;
 mod kinds_verdict;
 pub mod kinds_workload;
 mod leaks;
+pub mod opening;
 mod process;
 pub mod proxy;
 pub mod report;
@@ -73,6 +78,7 @@ pub mod scenario;
 mod server;
 pub mod servers;
 pub mod sim;
+pub mod skip;
 pub mod svg;
 pub mod verdict;
 pub mod workload;

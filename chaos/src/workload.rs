@@ -17,6 +17,7 @@ use redis::AsyncCommands;
 use crate::error::HarnessError;
 use crate::faults::ClientPauses;
 use crate::history::{History, LockRecord};
+use crate::opening::{self, Opening};
 use crate::server::connect;
 
 /// Witness counter key of a resource.
@@ -60,6 +61,18 @@ impl ClientMode {
         }
     }
 
+    /// The check that must catch this negative control (`None` for safe clients): `overlaps`
+    /// for `single-master`, `lost updates` for `ignore-validity`, `semaphore excess` for
+    /// `majority-counting`.
+    pub fn target(self) -> Option<&'static str> {
+        match self {
+            ClientMode::Safe => None,
+            ClientMode::SingleMaster => Some("overlaps"),
+            ClientMode::IgnoreValidity => Some("lost updates"),
+            ClientMode::MajorityCounting => Some("semaphore excess"),
+        }
+    }
+
     /// `true` for the deliberately unsafe modes (negative controls).
     pub fn is_unsafe(self) -> bool {
         self != ClientMode::Safe
@@ -87,6 +100,13 @@ pub struct WorkloadOptions {
     pub seed: u64,
     /// Safe clients, or one of the unsafe negative controls.
     pub mode: ClientMode,
+    /// Where these clients sit among the run's: `(group, groups)`, client `c` here being the
+    /// run's client `c * groups + group` (a container runs one group's clients); `(0, 1)` when
+    /// this process runs them all.
+    pub slice: (usize, usize),
+    /// How many of the run's first clients play a negative control's opening round (see
+    /// [`crate::opening`]); 0 for none.
+    pub opening_players: usize,
 }
 
 impl WorkloadOptions {
@@ -103,18 +123,66 @@ impl WorkloadOptions {
             key_prefix: "quorlock-chaos:".into(),
             seed,
             mode: ClientMode::Safe,
+            slice: (0, 1),
+            opening_players: 0,
         }
     }
 
     /// The same options for clients in `mode`; [`ClientMode::IgnoreValidity`] holds for two
-    /// to three TTLs, so every hold outlives its lock.
+    /// to three TTLs, so every hold outlives its lock. The plain lock's controls play an
+    /// opening round of the first [`opening::PLAYERS`] of `self.clients` clients (set
+    /// [`WorkloadOptions::opening_players`] again when these are one group's of a larger run).
     pub fn with_mode(self, mode: ClientMode) -> WorkloadOptions {
         let hold = match mode {
             ClientMode::IgnoreValidity => (self.ttl * 2, self.ttl * 3),
             ClientMode::Safe | ClientMode::SingleMaster | ClientMode::MajorityCounting => self.hold,
         };
-        WorkloadOptions { mode, hold, ..self }
+        let opening_players = opening_players(mode, self.clients);
+        WorkloadOptions {
+            mode,
+            hold,
+            opening_players,
+            ..self
+        }
     }
+
+    /// The run's index of client `local` of these options.
+    fn global(&self, local: usize) -> usize {
+        let (group, groups) = self.slice;
+        local * groups.max(1) + group
+    }
+}
+
+/// How many clients of a run of `clients` in `mode` play the opening round: the first
+/// [`opening::PLAYERS`] for the plain lock's negative controls, none for safe clients.
+///
+/// Played in turns on one resource, the round builds each control's counterexample: two
+/// single-master clients on different masters both hold it and read the same witness value
+/// before either writes; a client that ignores its validity is followed by one that waits for
+/// the lock to expire under it, reads the same value, and both write.
+pub fn opening_players(mode: ClientMode, clients: usize) -> usize {
+    match mode {
+        ClientMode::SingleMaster | ClientMode::IgnoreValidity => opening::PLAYERS.min(clients),
+        ClientMode::Safe | ClientMode::MajorityCounting => 0,
+    }
+}
+
+/// Clears the witness before a run: the counters of the first `resources` resources, and the
+/// opening round's board.
+///
+/// # Errors
+/// When the witness cannot be reached or refuses the `DEL`.
+pub async fn reset_witness(url: &str, resources: usize) -> Result<(), HarnessError> {
+    let mut conn = connect(url, Duration::from_secs(5))
+        .await
+        .map_err(|e| HarnessError::redis("connecting to the witness", e))?;
+    let mut keys: Vec<String> = (0..resources).map(|i| witness_key(&resource_name(i))).collect();
+    keys.push(opening::WITNESS_KEY.to_owned());
+    let _: () = conn
+        .del(&keys)
+        .await
+        .map_err(|e| HarnessError::redis("clearing the witness counters", e))?;
+    Ok(())
 }
 
 /// Totals over all clients.
@@ -154,6 +222,7 @@ struct Client {
     history: History,
     pauses: ClientPauses,
     rng: u64,
+    opening: Option<Opening>,
 }
 
 /// Runs the clients until `until` (an offset on the history's clock); client `c` talks to
@@ -194,7 +263,10 @@ pub async fn run(
         let witness = connect(witness_url, Duration::from_secs(5))
             .await
             .map_err(|e| HarnessError::redis(format!("client {id} connecting to the witness"), e))?;
+        let opening =
+            (opts.opening_players > 0).then(|| Opening::on_witness(opts.opening_players, witness.clone()));
         clients.push(Client {
+            opening,
             id,
             locks,
             witness,
@@ -222,7 +294,19 @@ impl Client {
     async fn run(mut self, until: Duration) -> WorkloadStats {
         let clock = self.history.clock();
         let mut stats = WorkloadStats::default();
-        while clock.now() < until {
+        let me = self.opts.global(self.id);
+        if let Some(opening) = self.opening.clone() {
+            if opening.plays(me) {
+                opening.my_turn(me).await;
+                self.opening_turn(&opening, &mut stats).await;
+            } else {
+                opening.over().await;
+            }
+        }
+        // A pending or ongoing stall keeps everyone going (for at most ten TTLs more): the
+        // stalled client gets its turn, and the others take the lock under it.
+        let overtime = until + self.opts.ttl * 10;
+        while clock.now() < until || (self.pauses.busy() && clock.now() < overtime) {
             let resource = resource_name(self.below(self.opts.resources));
             let mut record = LockRecord::invoked(self.id, &resource, clock.now());
             let guard = match self.locks.acquire(&resource, self.opts.ttl).await {
@@ -258,6 +342,55 @@ impl Client {
         stats
     }
 
+    /// This client's turn of the opening round, on resource `r0`: take the lock (a
+    /// single-master client takes what its master has free now; one that ignores its validity
+    /// waits for the previous player's lock to expire under it), read the witness, pass the
+    /// turn, keep the lock until every player has had its turn, then write and release. Every
+    /// player reads before any writes, so the control's counterexample is built, not raced for.
+    async fn opening_turn(&mut self, opening: &Opening, stats: &mut WorkloadStats) {
+        let clock = self.history.clock();
+        let resource = resource_name(0);
+        let mut record = LockRecord::invoked(self.id, &resource, clock.now());
+        let ignores_validity = self.opts.mode == ClientMode::IgnoreValidity;
+        let request = self.locks.lock(&resource, self.opts.ttl);
+        let acquired = if ignores_validity {
+            request.wait(self.opts.ttl * opening::TTL_FACTOR).acquire().await
+        } else {
+            request.try_acquire().await
+        };
+        let guard = match acquired {
+            Ok(guard) => guard,
+            Err(e) => {
+                record.error = Some(e.to_string());
+                self.history.push(record);
+                stats.acquire_failures += 1;
+                opening.pass().await;
+                return;
+            }
+        };
+        let valid_until = guard.valid_until().into_std();
+        record.acquired = Some(clock.now());
+        record.validity_end = Some(clock.offset(valid_until));
+        record.token = guard.token().to_string();
+        let key = witness_key(&resource);
+        let read: redis::RedisResult<Option<u64>> = self.witness.get(&key).await;
+        opening.pass().await;
+        opening.over().await;
+        match read {
+            Ok(value) if ignores_validity || Instant::now() + self.opts.margin < valid_until => {
+                self.write(&key, value, valid_until, stats).await;
+            }
+            Ok(_) => stats.skipped += 1,
+            Err(_) => stats.witness_errors += 1,
+        }
+        record.released = Some(clock.now());
+        if let Err(e) = guard.release().await {
+            stats.release_failures += 1;
+            record.error = Some(format!("release: {e}"));
+        }
+        self.history.push(record);
+    }
+
     /// Read, sleep, re-check validity (unless ignoring it), (maybe stall), write.
     async fn critical_section(
         &mut self,
@@ -280,11 +413,29 @@ impl Client {
             stats.skipped += 1;
             return;
         }
-        // A requested stall lands between the check and the write, like a GC pause.
+        // A requested stall lands between the check and the write, like a GC pause. It lasts
+        // at least as long as asked, and then until another client has written the counter
+        // (at most four times as long): the late write below then always overwrites a newer
+        // increment, which is what the stall exists to show.
         if let Some(stall) = self.pauses.take(self.id) {
+            let began = Instant::now();
             tokio::time::sleep(stall).await;
+            while began.elapsed() < stall * 4 {
+                let now: redis::RedisResult<Option<u64>> = self.witness.get(&key).await;
+                if !matches!(now, Ok(now) if now == value) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            self.pauses.finish();
         }
-        let written: redis::RedisResult<()> = self.witness.set(&key, value.unwrap_or(0) + 1).await;
+        self.write(&key, value, valid_until, stats).await;
+    }
+
+    /// The critical section's write: the value read, plus one; counted as an increment, and as
+    /// a late one past `valid_until`.
+    async fn write(&mut self, key: &str, read: Option<u64>, valid_until: Instant, stats: &mut WorkloadStats) {
+        let written: redis::RedisResult<()> = self.witness.set(key, read.unwrap_or(0) + 1).await;
         match written {
             Ok(()) => {
                 stats.increments += 1;

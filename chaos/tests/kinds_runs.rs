@@ -2,7 +2,8 @@
 //! and the read-write lock under in-model scenarios, judged by the run's verdict: no excess over
 //! the permits, no read inside a write, no two writes at once, no acquisition without a majority,
 //! no leaked key. The negative control counts permits per master on a simple majority under
-//! `split-majorities` (each client group cut off from a different master) and must be caught.
+//! `split-majorities` on three masters (each client group cut off from a different master),
+//! with an opening round played in turns, and must be caught by the semaphore's bound.
 //!
 //! Each run is seeded (printed; `QUORLOCK_CHAOS_SEED` replays another seed) and lasts 3 s.
 
@@ -108,10 +109,16 @@ async fn no_read_overlaps_a_write_with_a_minority_paused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn majority_counting_is_caught_holding_more_permits_than_there_are() {
-    // With no fault at all: clients racing for the same permits are counted by different
-    // majorities. (Under `split-majorities` the control's excesses came only after the heal, and
-    // a 3 s run sometimes showed none.)
-    let opts = options("none", Kind::Semaphore(2), ClientMode::MajorityCounting);
+    // Three masters, each group cut off from a different one, and the opening round played in
+    // turns: clients 0, 1 and 2 count on masters {1, 2}, {0, 2} and {0, 1} and all three hold
+    // one of the two permits at once, every run. (With clients racing instead, a 3 s run with
+    // no fault missed it about one run in four.)
+    let mut opts = options(
+        "split-majorities",
+        Kind::Semaphore(2),
+        ClientMode::MajorityCounting,
+    );
+    opts.masters = 3;
     let report = drive::run(opts).await.unwrap();
     let evidence = evidence(&report);
     println!("{}", report.table_row());
@@ -121,10 +128,48 @@ async fn majority_counting_is_caught_holding_more_permits_than_there_are() {
         "the checker missed majority counting's extra holders{evidence}"
     );
     assert!(kinds.excesses.iter().all(|e| e.holders.len() > 2), "{evidence}");
+    // The opening round's three players held at once.
+    assert!(
+        kinds
+            .excesses
+            .iter()
+            .any(|e| (0..3).all(|p| e.holders.iter().any(|h| h.client == p))),
+        "{evidence}"
+    );
     assert_eq!(report.verdict, Verdict::Fail, "{evidence}");
     assert!(
-        report.notes.iter().any(|n| n.contains("negative control")),
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("caught by its own check (semaphore excess)")),
         "{evidence}"
+    );
+}
+
+/// The control's safe twin: the same construction with quorlock's semaphore never holds more
+/// than its permits (the third player is refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_refuses_the_third_player_of_the_counterexample() {
+    let mut opts = options("split-majorities", Kind::Semaphore(2), ClientMode::Safe);
+    opts.masters = 3;
+    let report = drive::run(opts).await.unwrap();
+    let evidence = evidence(&report);
+    let kinds = report.kinds.as_ref().expect("a kinds run has kind findings");
+    assert!(kinds.excesses.is_empty(), "more holders than permits{evidence}");
+    assert_eq!(report.verdict, Verdict::Pass, "{evidence}");
+    // Players 0 and 1 took the two permits in the opening round; player 2's first try failed.
+    let first = |c: usize| report.records.iter().find(|r| r.client == c).cloned();
+    assert!(first(0).and_then(|r| r.acquired).is_some(), "{evidence}");
+    assert!(first(1).and_then(|r| r.acquired).is_some(), "{evidence}");
+    assert!(
+        first(2).is_some_and(|r| r.acquired.is_none()),
+        "{:#?}{evidence}",
+        report
+            .records
+            .iter()
+            .filter(|r| r.client < 3)
+            .take(6)
+            .collect::<Vec<_>>()
     );
 }
 
@@ -160,6 +205,7 @@ async fn every_key_of_the_kinds_is_under_the_scanned_prefix() {
             seed: seed(),
             mode,
             key_prefix: prefix.clone(),
+            opening: None,
         };
         let clock = RunClock::new();
         let history = KindsHistory {

@@ -2,9 +2,12 @@
 //! to end against real masters. The checker must report violations for each, which proves
 //! that a clean in-model run means something.
 //!
-//! The parameters make the violations certain rather than likely: one contested resource,
-//! several clients, and unsafe windows (a second master, an expired lock, a stall) that
-//! last many holds long, so even a heavily loaded machine cannot serialise the clients.
+//! The violations are built, not left to timing. The unsafe clients open with a round played
+//! in turns on one resource (`quorlock_chaos::opening`): two single-master clients on different
+//! masters both hold it and read the witness before either writes; a client that ignores its
+//! validity is followed by one that takes the lock as it expires and reads the same value. The
+//! stalled client of `client-pause` stays stalled until another client has written, and the
+//! others keep going until its stall is over. Each control must be caught by its own check.
 
 use std::time::Duration;
 
@@ -64,7 +67,19 @@ async fn a_quorum_of_one_master_per_client_shows_overlaps_and_lost_updates() {
     );
     assert_eq!(report.verdict, Verdict::Fail, "{}", evidence(&report));
     assert!(
-        report.notes.iter().any(|n| n.contains("negative control")),
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("caught by its own check (overlaps)")),
+        "{}",
+        evidence(&report)
+    );
+    // The opening round's players 0 and 1 (masters 0 and 1) held r0 at once.
+    assert!(
+        report.overlaps.iter().any(|o| {
+            let pair = [o.first.client, o.second.client];
+            pair.contains(&0) && pair.contains(&1)
+        }),
         "{}",
         evidence(&report)
     );
@@ -88,6 +103,16 @@ async fn holding_past_the_validity_and_writing_anyway_loses_updates() {
     // The timestamps alone show nothing here: each hold's safe interval ends with its
     // validity. Only the witness sees what the client did after that.
     assert_eq!(report.verdict, Verdict::Fail, "{}", evidence(&report));
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("caught by its own check (lost updates)")),
+        "{}",
+        evidence(&report)
+    );
+    // The opening round alone loses two increments: its three players all read 0.
+    assert!(report.lost_updates.lost >= 2, "{}", evidence(&report));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,8 +12,6 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use redis::AsyncCommands;
-
 use super::clients::{ContainerClients, SliceArgs};
 use super::project::ComposeProject;
 use super::Compose;
@@ -27,7 +25,6 @@ use crate::history::RunClock;
 use crate::leaks::scan_lock_keys;
 use crate::run::{Kind, RunOptions, RunReport};
 use crate::scenario::ScheduleParams;
-use crate::server::connect;
 use crate::verdict::{self, Evidence};
 use crate::workload::{self, ClientMode, WorkloadOptions, WorkloadStats};
 
@@ -107,7 +104,7 @@ pub async fn run(
     common.push(format!("--nodes={}", node_urls.join(",")));
     let mut clients =
         ContainerClients::create(&compose, project.run_id(), binary, &SliceArgs { common }, groups).await?;
-    reset_witness(clients.witness_host_url(), opts.resources).await?;
+    workload::reset_witness(clients.witness_host_url(), opts.resources).await?;
 
     // The run's zero is the wall-clock instant handed to the containers once they run.
     let start = clients.start(START_LEAD).await?;
@@ -260,19 +257,5 @@ async fn heal_everything(
         let done = apply(&action, compose, clients, clocks, clock).await?;
         applied.push(done);
     }
-    Ok(())
-}
-
-async fn reset_witness(url: &str, resources: usize) -> Result<(), HarnessError> {
-    let mut conn = connect(url, Duration::from_secs(5))
-        .await
-        .map_err(|e| HarnessError::redis("connecting to the witness container", e))?;
-    let keys: Vec<String> = (0..resources)
-        .map(|i| workload::witness_key(&workload::resource_name(i)))
-        .collect();
-    let _: () = conn
-        .del(&keys)
-        .await
-        .map_err(|e| HarnessError::redis("clearing the witness counters", e))?;
     Ok(())
 }

@@ -112,6 +112,13 @@ pub async fn run(args: ClientArgs) -> ExitCode {
         ..WorkloadOptions::new(mine, args.ttl, seed)
     }
     .with_mode(mode);
+    // This group's clients among the run's, and the run's opening round (played across every
+    // group's container, on the witness).
+    let opts = WorkloadOptions {
+        slice: (args.group, args.groups),
+        opening_players: workload::opening_players(mode, args.clients),
+        ..opts
+    };
     let stats = workload::run(
         &opts,
         std::slice::from_ref(&args.nodes),
