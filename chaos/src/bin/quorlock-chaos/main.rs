@@ -46,7 +46,7 @@ struct Cli {
 enum Command {
     /// List the fault scenarios
     List,
-    /// Run one scenario and report (exit 0 pass or inconclusive, 1 violation, 2 harness failure)
+    /// Run one scenario and report (exit 0 pass, 1 violation, 2 harness failure, 3 inconclusive)
     Run(scenarios::RunArgs),
     /// Run one client group's slice of a run's workload and print its history as JSON lines
     /// (what each client container runs with `run --clients-in-containers`)

@@ -2,12 +2,16 @@
 //! turn) against local redis-server masters (or docker compose services) and print the
 //! reports and a results table.
 //!
-//! `run` exits with 0 on pass or inconclusive, 1 when a required property failed (in any
-//! of the scenarios run), 2 when the
-//! harness itself failed. `--kind semaphore|rwlock` runs the other kinds under the same
-//! scenarios (`--permits P` for the semaphore). `--unsafe MODE` runs deliberately unsafe
-//! clients (a negative control): the checker must then find violations, so the expected exit
-//! code is 1; `majority-counting` is the semaphore's control.
+//! `run` exits with 0 when every run passed, 1 when a required property failed (in any of the
+//! scenarios run; for a negative control, when its own check caught it), 2 when the harness
+//! itself failed, and 3 when a run was inconclusive: nothing failed, but it could not show what
+//! it should (no hold taken, no critical section completed, lost increments put down to load,
+//! a negative control whose own check never fired). Inconclusive is never a pass.
+//!
+//! `--kind semaphore|rwlock` runs the other kinds under the same scenarios (`--permits P` for
+//! the semaphore). `--unsafe MODE` runs deliberately unsafe clients (a negative control): the
+//! check it targets must then find violations, so the expected exit code is 1;
+//! `majority-counting` is the semaphore's control.
 //! While it runs, a progress line goes to stderr.
 
 use std::io::{IsTerminal as _, Write as _};
@@ -214,11 +218,14 @@ pub async fn run(args: RunArgs) -> ExitCode {
     let several = scenarios.len() > 1;
     let seed = args.seed.unwrap_or_else(rand::random);
     let mut rows = Vec::new();
-    let mut failed = false;
+    let (mut failed, mut unsure) = (false, Vec::new());
     for scenario in scenarios {
         match run_one(&args, scenario, seed, several).await {
             Ok(report) => {
                 failed |= report.verdict == Verdict::Fail;
+                if report.verdict == Verdict::Inconclusive {
+                    unsure.push(format!("{}: {}", scenario.name, report.reasons.join("; ")));
+                }
                 rows.push(report.table_row());
             }
             Err(code) => return code,
@@ -231,12 +238,23 @@ pub async fn run(args: RunArgs) -> ExitCode {
             let _ = writeln!(out, "{row}");
         }
     }
+    // Inconclusive is not a pass: a run that could not show what it should says so, on stderr
+    // whatever the output format, and exits with its own code.
+    for line in &unsure {
+        let _ = writeln!(std::io::stderr(), "INCONCLUSIVE {line}");
+    }
     if failed {
         ExitCode::from(1)
+    } else if !unsure.is_empty() {
+        ExitCode::from(INCONCLUSIVE)
     } else {
         ExitCode::SUCCESS
     }
 }
+
+/// Exit code of `run` when no property failed but a run could not show what it should (no hold
+/// taken, a negative control whose own check never fired, lost increments put down to load).
+pub const INCONCLUSIVE: u8 = 3;
 
 /// One scenario: run it with a progress line, write its SVG, print its report.
 async fn run_one(
