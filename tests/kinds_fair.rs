@@ -1,6 +1,10 @@
 //! The fair lock against real masters: waiters served in ticket order, a crashed waiter skipped
 //! after its heartbeat deadline, masters whose queues differ still making progress, the next waiter
 //! notified on release, and waiters that give up or are dropped leaving the queue.
+//!
+//! When a waiter is served is checked on the masters' own clocks (the deadlines they recorded and
+//! the expiry they gave the lock), not by how long the test slept, so a busy machine cannot make a
+//! correct queue look unfair.
 
 mod common;
 
@@ -119,6 +123,25 @@ async fn eight_waiters_are_served_in_ticket_order() {
     );
 }
 
+/// The heartbeat deadline master `i` holds for the waiter `id`, on that master's clock in ms.
+async fn heartbeat_deadline(c: &Cluster, i: usize, id: &str) -> Option<u64> {
+    let mut conn = c.client(i).await.expect("connect");
+    conn.zscore(DEADLINES, id).await.expect("ZSCORE")
+}
+
+/// When master `i` last set the lock, on its clock in ms, from the expiry it gave it (the lock is
+/// set with a TTL of `TTL` and not extended since).
+async fn locked_at_ms(c: &Cluster, i: usize) -> u64 {
+    let mut conn = c.client(i).await.expect("connect");
+    let expires: i64 = redis::cmd("PEXPIRETIME")
+        .arg(LOCK)
+        .query_async(&mut conn)
+        .await
+        .expect("PEXPIRETIME");
+    let expires = u64::try_from(expires).expect("the lock has an expiry");
+    expires - TTL.as_millis() as u64
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_waiter_is_skipped_after_its_heartbeat_deadline() {
     let c = cluster(3).await;
@@ -127,11 +150,13 @@ async fn a_crashed_waiter_is_skipped_after_its_heartbeat_deadline() {
     let crashed = Ticket::new();
     std::thread::sleep(Duration::from_millis(2));
     let live = Ticket::new();
-    // The crashed waiter queues with a 1.5 s heartbeat, then stops without leaving: its future is
-    // forgotten, so neither its rounds nor its clean-up ever run again.
+    // The crashed waiter queues with a 3 s heartbeat, then stops without leaving: its future is
+    // forgotten, so neither its rounds nor its clean-up ever run again. The live waiter must queue
+    // behind it before the heartbeat lapses: one round, milliseconds on a quiet machine; 3 s leaves
+    // room for a busy one.
     let options = FairOptions::new()
         .ticket(crashed.clone())
-        .heartbeat(Duration::from_millis(1500));
+        .heartbeat(Duration::from_secs(3));
     let mut crashing = Box::pin(locks.lock("printer", TTL).fair_with(options).acquire());
     for _ in 0..100 {
         let _ = tokio::time::timeout(Duration::from_millis(50), &mut crashing).await;
@@ -144,41 +169,74 @@ async fn a_crashed_waiter_is_skipped_after_its_heartbeat_deadline() {
         "the crashed waiter queued"
     );
     std::mem::forget(crashing);
+    // Its last deadline on each master, by that master's clock (a round of it still in flight could
+    // only move it later).
+    let mut deadlines = Vec::new();
+    for i in 0..3 {
+        let deadline = heartbeat_deadline(&c, i, crashed.id()).await;
+        deadlines.push(deadline.expect("the crashed waiter has a deadline"));
+    }
 
-    let served = Arc::new(Mutex::new(Vec::new()));
-    let live_task = waiter(
-        locks.clone(),
-        live.clone(),
-        Arc::clone(&served),
-        Arc::new(AtomicUsize::new(0)),
-    );
+    let live_task = tokio::spawn({
+        let locks = locks.clone();
+        let options = FairOptions::new().ticket(live.clone());
+        async move { locks.lock("printer", TTL).fair_with(options).acquire().await }
+    });
     assert!(
         eventually(Duration::from_secs(5), || queued_everywhere(&c, &[0, 1, 2], 2)).await,
-        "the live waiter queued behind the crashed one"
+        "the live waiter queued beside the crashed one"
     );
-    holder.release().await.expect("release the holder");
-    // The crashed waiter's deadline is at least 1 s away: the live waiter must still wait.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        served.lock().expect("served").is_empty(),
-        "served ahead of a live-looking head"
-    );
+    let order = [crashed.id().to_owned(), live.id().to_owned()];
     for i in 0..3 {
-        assert_eq!(queue(&c, i).await.first(), Some(&crashed.id().to_owned()));
+        assert_eq!(
+            queue(&c, i).await,
+            order,
+            "master {i} queues the live waiter behind the crashed one"
+        );
     }
+    holder.release().await.expect("release the holder");
     // Once its heartbeat lapses, the crashed waiter is purged and the live one is served.
-    tokio::time::timeout(Duration::from_secs(20), live_task)
+    let guard = tokio::time::timeout(Duration::from_secs(20), live_task)
         .await
         .expect("served within 20 s")
         .expect("task")
         .expect("acquired");
-    assert_eq!(*served.lock().expect("served"), [live.id().to_owned()]);
-    for i in 0..3 {
+    // Not ahead of a live-looking head: every master that gave the live waiter the lock did so at
+    // or after the crashed waiter's deadline there, both on that master's clock. (The master
+    // counts the expiry from its own reading of its clock, in whole milliseconds, which may fall a
+    // millisecond before the reading the deadline was compared with.)
+    let mut granted = 0;
+    for (i, &deadline) in deadlines.iter().enumerate() {
+        if value(&c, i, LOCK).await.as_deref() != Some(guard.token()) {
+            continue;
+        }
+        granted += 1;
+        let at = locked_at_ms(&c, i).await;
+        assert!(
+            at + 2 >= deadline,
+            "master {i} granted the lock {} ms before the crashed waiter's deadline",
+            deadline.saturating_sub(at)
+        );
+        // The script that granted it purged the crashed waiter first.
         assert!(
             !queue(&c, i).await.contains(&crashed.id().to_owned()),
-            "master {i} purged the crashed waiter"
+            "master {i} granted the lock and kept the crashed waiter"
         );
     }
+    assert!(granted >= 2, "granted by {granted} masters");
+    guard.release().await.expect("release");
+    // A master outside the majority may have had its round just before its own deadline: it purges
+    // the crashed waiter on its next script, or drops the queue with its expiry.
+    let gone = eventually(Duration::from_secs(10), || async {
+        for i in 0..3 {
+            if queue(&c, i).await.contains(&crashed.id().to_owned()) {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    assert!(gone, "every master purged the crashed waiter");
 }
 
 /// This master's clock in milliseconds.
@@ -334,9 +392,20 @@ async fn waiters_that_give_up_or_are_dropped_leave_the_queue() {
         queued_everywhere(&c, &[0, 1, 2], 0).await,
         "left at once after giving up"
     );
-    // A waiter whose future is dropped leaves from a background task.
-    let waiting = locks.lock("printer", TTL).fair().acquire();
-    let _ = tokio::time::timeout(Duration::from_millis(300), waiting).await;
+    // A waiter whose future is dropped leaves from a background task. It is dropped once it has
+    // queued on every master, however long a busy machine takes to get it there.
+    let mut waiting = Box::pin(locks.lock("printer", TTL).fair().acquire());
+    for _ in 0..100 {
+        let _ = tokio::time::timeout(Duration::from_millis(50), &mut waiting).await;
+        if queued_everywhere(&c, &[0, 1, 2], 1).await {
+            break;
+        }
+    }
+    assert!(
+        queued_everywhere(&c, &[0, 1, 2], 1).await,
+        "the waiter queued before it was dropped"
+    );
+    drop(waiting);
     assert!(
         eventually(Duration::from_secs(5), || queued_everywhere(&c, &[0, 1, 2], 0)).await,
         "a dropped waiter leaves the queue"
