@@ -138,7 +138,7 @@ pub enum Command {
 #[derive(Clone, Default, Args)]
 #[command(next_help_heading = "Masters")]
 pub struct MasterArgs {
-    /// The Redis masters, comma-separated: redis://[user:pass@]host:port[/db],... (visible to
+    /// The Redis masters, comma-separated: `redis://[user:pass@]host:port[/db],...` (visible to
     /// other users: prefer --nodes-file or the environment for URLs with passwords)
     #[arg(long, value_name = "URL,...", env = NODES_ENV, hide_env_values = true)]
     pub nodes: Option<String>,

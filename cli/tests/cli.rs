@@ -6,8 +6,12 @@
 //! Each item of the command's interface has a module of its own under `cli/`: flock's flags and
 //! the environment (`flags`), secrets off the command line (`secrets`), TLS (`tls`), the JSON
 //! schemas (`json`), completions and the man page (`completions`), the waiting line through a
-//! pseudo-terminal (`waiting`), and the voice of warnings and errors (`voice`).
+//! pseudo-terminal (`waiting`), the voice of warnings and errors (`voice`), bad input refused as
+//! the library refuses it (`bad_input`), `--key-prefix` on the masters (`key_prefix`), and how
+//! much is said: `-v` and `QUORLOCK_QUIET` (`verbosity`).
 
+#[path = "cli/bad_input.rs"]
+mod bad_input;
 mod common;
 #[path = "cli/completions.rs"]
 mod completions;
@@ -15,6 +19,8 @@ mod completions;
 mod flags;
 #[path = "cli/json.rs"]
 mod json;
+#[path = "cli/key_prefix.rs"]
+mod key_prefix;
 #[path = "cli/kinds.rs"]
 mod kinds;
 #[path = "cli/secrets.rs"]
@@ -23,6 +29,8 @@ mod secrets;
 mod tls;
 #[path = "../../tests/tls_pki/mod.rs"]
 mod tls_pki;
+#[path = "cli/verbosity.rs"]
+mod verbosity;
 #[path = "cli/voice.rs"]
 mod voice;
 #[path = "cli/waiting.rs"]

@@ -43,7 +43,7 @@ async fn expect(mut session: Session, needle: &'static str) -> (Session, String)
 }
 
 /// Reads the rest of the output, and the exit code.
-async fn finish(mut session: Session) -> (String, i32) {
+pub(super) async fn finish(mut session: Session) -> (String, i32) {
     tokio::task::spawn_blocking(move || {
         let rest = session.expect(Eof).expect("quorlock ended");
         let rest = String::from_utf8_lossy(rest.as_bytes()).into_owned();
