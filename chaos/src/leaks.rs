@@ -1,6 +1,16 @@
 //! The leak scan at the end of a run: every key under the run's prefix still on a master, with its
-//! remaining TTL. Both backends (processes and compose) read the masters the same way, so the scan
-//! lives below both.
+//! remaining TTL, but for the keys quorlock keeps on every master by design and without a TTL (the
+//! fencing counter and epoch, and the record each master keeps about itself). Both backends
+//! (processes and compose) read the masters the same way, so the scan lives below both.
+
+/// What quorlock keeps on every master for good, after the key prefix: no leak.
+pub const PERMANENT: [&str; 2] = ["quorlock:fence:", "quorlock:master"];
+
+/// Whether `key` (under `prefix`) is one of the keys quorlock keeps for good.
+pub fn permanent(key: &str, prefix: &str) -> bool {
+    key.strip_prefix(prefix)
+        .is_some_and(|rest| PERMANENT.iter().any(|p| rest.starts_with(p)))
+}
 
 use std::time::Duration;
 
@@ -32,14 +42,16 @@ pub(crate) async fn scan_lock_keys(
         }
         .await;
         match scanned {
-            Ok(keys) => found.extend(keys.into_iter().filter(|(_, pttl)| *pttl != -2).map(
-                |(key, pttl_ms)| KeyObservation {
-                    master,
-                    key,
-                    pttl_ms,
-                    observed_at: clock.now(),
-                },
-            )),
+            Ok(keys) => found.extend(
+                keys.into_iter()
+                    .filter(|(key, pttl)| *pttl != -2 && !permanent(key, prefix))
+                    .map(|(key, pttl_ms)| KeyObservation {
+                        master,
+                        key,
+                        pttl_ms,
+                        observed_at: clock.now(),
+                    }),
+            ),
             Err(e) => notes.push(format!("could not scan m{master} for leaked keys: {e}")),
         }
     }

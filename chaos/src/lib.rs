@@ -91,7 +91,7 @@ pub use error::HarnessError;
 pub use faketime::{libfaketime_path, FakeClock};
 pub use faults::{ClientPauses, FaultAction, ScheduledFault};
 pub use history::{FaultWindow, History, LockRecord, RunClock};
-pub use proxy::{Proxy, ProxyGroup, ProxyMode};
+pub use proxy::{Existing, Proxy, ProxyGroup, ProxyMode};
 pub use run::{Kind, RunOptions, RunReport, Verdict};
 pub use scenario::{Scenario, ScenarioKind, ScheduleParams, SCENARIOS};
 pub use server::redis_server_path;

@@ -40,11 +40,28 @@ pub enum ProxyMode {
     Reset,
 }
 
+/// What connections made from now on are forwarded to, and a count of the repoints that reset
+/// the connections already open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Route {
+    target: SocketAddr,
+    resets: u64,
+}
+
+/// What becomes of the connections already open when a proxy is repointed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// They are reset, as when the server behind a name goes away.
+    Reset,
+    /// They stay with the old target, as behind a load balancer that keeps them.
+    Keep,
+}
+
 /// One TCP proxy from a local port to a target address.
 #[derive(Debug)]
 pub struct Proxy {
     addr: SocketAddr,
-    target: SocketAddr,
+    route: watch::Sender<Route>,
     mode: watch::Sender<ProxyMode>,
     active: Arc<AtomicUsize>,
     accepted: Arc<AtomicU64>,
@@ -62,12 +79,13 @@ impl Proxy {
             .local_addr()
             .map_err(|e| HarnessError::io("reading the proxy's address", e))?;
         let (mode, mode_rx) = watch::channel(ProxyMode::PassThrough);
+        let (route, route_rx) = watch::channel(Route { target, resets: 0 });
         let active = Arc::new(AtomicUsize::new(0));
         let accepted = Arc::new(AtomicU64::new(0));
         let dropped = Arc::new(AtomicU64::new(0));
         let accept_task = tokio::spawn(accept_loop(
             listener,
-            target,
+            route_rx,
             mode_rx,
             Counters {
                 active: active.clone(),
@@ -77,7 +95,7 @@ impl Proxy {
         ));
         Ok(Proxy {
             addr,
-            target,
+            route,
             mode,
             active,
             accepted,
@@ -98,7 +116,18 @@ impl Proxy {
 
     /// The address traffic is forwarded to.
     pub fn target(&self) -> SocketAddr {
-        self.target
+        self.route.borrow().target
+    }
+
+    /// Forwards new connections to `target` from now on, as a name that moves to another server
+    /// (a failover, a replaced pod); what becomes of the open ones is `existing`'s.
+    pub fn repoint(&self, target: SocketAddr, existing: Existing) {
+        self.route.send_modify(|route| {
+            route.target = target;
+            if existing == Existing::Reset {
+                route.resets += 1;
+            }
+        });
     }
 
     /// Switches the mode; existing connections follow it immediately.
@@ -247,7 +276,7 @@ struct Counters {
 
 async fn accept_loop(
     listener: TcpListener,
-    target: SocketAddr,
+    route_rx: watch::Receiver<Route>,
     mode_rx: watch::Receiver<ProxyMode>,
     counters: Counters,
 ) {
@@ -273,11 +302,13 @@ async fn accept_loop(
             continue;
         }
         let mode_rx = mode_rx.clone();
+        let mut route_rx = route_rx.clone();
+        let route = *route_rx.borrow_and_update();
         let active = active.clone();
         let dropped = dropped.clone();
         tokio::spawn(async move {
             active.fetch_add(1, Ordering::SeqCst);
-            serve(client, target, mode_rx, dropped).await;
+            serve(client, (route, route_rx), mode_rx, dropped).await;
             active.fetch_sub(1, Ordering::SeqCst);
         });
     }
@@ -308,10 +339,11 @@ impl Conn {
 
 async fn serve(
     client: TcpStream,
-    target: SocketAddr,
+    (route, mut route_rx): (Route, watch::Receiver<Route>),
     mut mode_rx: watch::Receiver<ProxyMode>,
     dropped: Arc<AtomicU64>,
 ) {
+    let target = route.target;
     let mut mode = *mode_rx.borrow_and_update();
     if mode == ProxyMode::Blackhole {
         match swallow_until_mode_changes(&client, &mut mode_rx, &dropped).await {
@@ -344,8 +376,23 @@ async fn serve(
     let (client_r, client_w) = client.into_split();
     let (upstream_r, upstream_w) = upstream.into_split();
     let up = pump(client_r, upstream_w, mode_rx.clone(), conn.clone());
-    let down = pump(upstream_r, client_w, mode_rx, conn);
-    let (up_halves, down_halves) = tokio::join!(up, down);
+    let down = pump(upstream_r, client_w, mode_rx, conn.clone());
+    let pumps = async { tokio::join!(up, down) };
+    tokio::pin!(pumps);
+    // A repoint that resets the open connections aborts this one; the pumps then return.
+    let repointed = async {
+        while route_rx.changed().await.is_ok() {
+            if route_rx.borrow_and_update().resets != route.resets {
+                conn.abort.send_replace(true);
+                return;
+            }
+        }
+        std::future::pending::<()>().await;
+    };
+    let (up_halves, down_halves) = tokio::select! {
+        halves = &mut pumps => halves,
+        () = repointed => pumps.await,
+    };
     // Both directions are done; the halves are dropped here, closing both sockets (with
     // RST if a pump asked for it via zero linger).
     drop((up_halves, down_halves));

@@ -62,7 +62,15 @@ pub(crate) fn publish(server: &mut Server, args: &[&[u8]]) -> CmdResult {
 }
 
 /// The sections `INFO` knows, in the order the server lists them.
-const SECTIONS: &[&str] = &["server", "clients", "persistence", "replication", "keyspace"];
+const SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "keyspace",
+];
 
 /// `INFO [section ...]`.
 pub(crate) fn info(server: &mut Server, args: &[&[u8]]) -> CmdResult {
@@ -91,7 +99,9 @@ fn write_section(server: &mut Server, section: &str, out: &mut String) {
     out.push_str(match section {
         "server" => "# Server\r\n",
         "clients" => "# Clients\r\n",
+        "memory" => "# Memory\r\n",
         "persistence" => "# Persistence\r\n",
+        "stats" => "# Stats\r\n",
         "replication" => "# Replication\r\n",
         _ => "# Keyspace\r\n",
     });
@@ -121,6 +131,13 @@ fn write_section(server: &mut Server, section: &str, out: &mut String) {
             field("connected_clients", &1);
             field("blocked_clients", &0);
         }
+        "memory" => {
+            field("maxmemory", &0);
+            field("maxmemory_policy", &"noeviction");
+        }
+        "stats" => {
+            field("evicted_keys", &0);
+        }
         "persistence" => {
             field("loading", &0);
             field("rdb_changes_since_last_save", &0);
@@ -133,6 +150,7 @@ fn write_section(server: &mut Server, section: &str, out: &mut String) {
             field("connected_slaves", &0);
             field("master_failover_state", &"no-failover");
             field("master_repl_offset", &0);
+            field("second_repl_offset", &-1);
         }
         _ => {
             let now = server.now;

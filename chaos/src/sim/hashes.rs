@@ -1,5 +1,5 @@
-//! Hash commands: `HSETNX`, `HGET`, `HDEL`, `HEXISTS`, `HINCRBY`, `HGETALL`, `HLEN`. A hash left
-//! without fields is deleted, as in Redis; writes keep the key's expiry.
+//! Hash commands: `HSET`, `HSETNX`, `HGET`, `HMGET`, `HDEL`, `HEXISTS`, `HINCRBY`, `HGETALL`,
+//! `HLEN`. A hash left without fields is deleted, as in Redis; writes keep the key's expiry.
 
 use redis::Value;
 
@@ -33,6 +33,33 @@ fn write<'a>(server: &'a mut Server, key: &[u8]) -> Result<&'a mut Hash, super::
         }) => Ok(h),
         _ => Err(err(WRONGTYPE)),
     }
+}
+
+/// `HSET key field value [field value ...]`: how many fields are new.
+pub(crate) fn hset(server: &mut Server, args: &[&[u8]]) -> CmdResult {
+    if !args.len().is_multiple_of(2) {
+        return Err(err("ERR wrong number of arguments for 'hset' command"));
+    }
+    let hash = write(server, args[1])?;
+    let mut added = 0;
+    for pair in args[2..].chunks(2) {
+        if hash.get(pair[0]).is_none() {
+            added += 1;
+        }
+        hash.set(pair[0], pair[1].to_vec());
+    }
+    Ok(Value::Int(added))
+}
+
+/// `HMGET key field [field ...]`: each field's value, nil where absent.
+pub(crate) fn hmget(server: &mut Server, args: &[&[u8]]) -> CmdResult {
+    let hash = read(server, args[1])?;
+    Ok(Value::Array(
+        args[2..]
+            .iter()
+            .map(|field| hash.and_then(|h| h.get(field)).map_or(Value::Nil, bulk))
+            .collect(),
+    ))
 }
 
 /// `HSETNX key field value`.

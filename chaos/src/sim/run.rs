@@ -359,7 +359,7 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
 }
 
 /// Keys on the masters that should not be there: without a deadline (or any, with `all`), other
-/// than the fencing counters, which live forever by design.
+/// than the fencing counters and the masters' records, which live forever by design.
 async fn leaks(tx: &mpsc::UnboundedSender<Incoming>, all: bool) -> Vec<LeftKey> {
     let (reply, rx) = oneshot::channel();
     if tx.send(Incoming::Keys(reply)).is_err() {
@@ -368,7 +368,7 @@ async fn leaks(tx: &mpsc::UnboundedSender<Incoming>, all: bool) -> Vec<LeftKey> 
     rx.await
         .unwrap_or_default()
         .into_iter()
-        .filter(|k| !k.key.starts_with("quorlock:fence:"))
+        .filter(|k| !crate::leaks::permanent(&k.key, ""))
         .filter(|k| all || !k.expires)
         .collect()
 }
