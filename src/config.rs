@@ -45,8 +45,13 @@ pub const DEFAULT_LOCAL_QUEUE: bool = true;
 /// persist with `appendfsync always`: `true` (the delayed restart RedLock requires, enforced by the
 /// client).
 pub const DEFAULT_ENFORCE_RESTART_GRACE: bool = true;
+/// Default for refusing the votes of a master that may evict keys (a `maxmemory` limit with a
+/// policy other than `noeviction`): `true`. Every lock key carries a TTL, which the `volatile-*`
+/// policies evict first, and an evicted key is a lock granted twice; a master that could do it
+/// is not counted unless the application says it accepts that risk.
+pub const DEFAULT_REFUSE_EVICTING_MASTERS: bool = true;
 /// Default restart grace period: `None`, meaning the longest TTL this client has used so far, plus
-/// its drift allowance.
+/// its drift allowance, or the longest grace another client declared in a master's record.
 pub const DEFAULT_RESTART_GRACE: Option<Duration> = None;
 /// Default interval between background checks of each master's `run_id`, uptime and persistence:
 /// 30 s. A lost connection triggers a check at once, whatever the interval.
@@ -72,6 +77,8 @@ pub struct Config {
     pub key_prefix: String,
     /// Whether votes of a recently restarted master without `appendfsync always` are ignored.
     pub enforce_restart_grace: bool,
+    /// Whether votes of a master that may evict keys are refused.
+    pub refuse_evicting_masters: bool,
     /// The restart grace period; `None` for the longest TTL in use plus its drift allowance.
     pub restart_grace: Option<Duration>,
     /// Interval between background checks of every master's identity and persistence.
@@ -143,6 +150,7 @@ pub struct QuorlockBuilder {
     wait: Duration,
     key_prefix: String,
     enforce_restart_grace: bool,
+    refuse_evicting_masters: bool,
     restart_grace: Option<Duration>,
     health_refresh: Duration,
     tls_root_certificates: Option<Vec<u8>>,
@@ -186,6 +194,7 @@ impl Default for QuorlockBuilder {
             wait: DEFAULT_WAIT,
             key_prefix: String::new(),
             enforce_restart_grace: DEFAULT_ENFORCE_RESTART_GRACE,
+            refuse_evicting_masters: DEFAULT_REFUSE_EVICTING_MASTERS,
             restart_grace: DEFAULT_RESTART_GRACE,
             health_refresh: DEFAULT_HEALTH_REFRESH,
             tls_root_certificates: None,
@@ -310,10 +319,23 @@ impl QuorlockBuilder {
         self
     }
 
+    /// Refuses (the default, [`DEFAULT_REFUSE_EVICTING_MASTERS`]) or counts the votes of a master
+    /// that may evict keys: one with a `maxmemory` limit and a `maxmemory-policy` other than
+    /// `noeviction`. Such a master may evict a held lock's key and grant the lock again; count it
+    /// only where the memory limit can never be reached.
+    pub fn refuse_evicting_masters(mut self, refuse: bool) -> Self {
+        self.refuse_evicting_masters = refuse;
+        self
+    }
+
     /// Sets the restart grace period (default [`DEFAULT_RESTART_GRACE`]: the longest TTL in use).
     ///
-    /// Set it to the longest TTL any client of these masters uses, if other processes use longer
-    /// TTLs than this one.
+    /// The grace applies to every master that may lack writes it acknowledged. By default a client
+    /// waits out the longest TTL it used or any other client declared in the masters' records
+    /// (each declares its longest TTL at its checks), so one client's long TTLs make every client
+    /// wait longer for a replaced master. A configured grace is taken as given: this client then
+    /// ignores what others declared, so set it to at least the longest TTL any process of the
+    /// fleet uses.
     pub fn restart_grace(mut self, grace: Duration) -> Self {
         self.restart_grace = Some(grace);
         self
@@ -396,6 +418,7 @@ impl QuorlockBuilder {
             },
             key_prefix: self.key_prefix.clone(),
             enforce_restart_grace: self.enforce_restart_grace,
+            refuse_evicting_masters: self.refuse_evicting_masters,
             restart_grace: self.restart_grace,
             health_refresh: self.health_refresh,
             tls_root_certificates: self.tls_root_certificates.clone(),

@@ -41,7 +41,8 @@ pub(crate) struct Repair {
 /// epoch when it is already the highest. If every master answers that it has no counter, either no
 /// token was ever issued or every master lost its counter since the last repair (a rolling restart
 /// of masters without persistence, with no fenced acquire in between): they all start at the wall
-/// clock (`wall_ms`) in microseconds, above every token issued before, each stamped with its epoch.
+/// clock (`wall_ms`) in microseconds, or above the highest counter this process or a master's
+/// record has seen if that is higher, each stamped with its epoch.
 pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wall_ms: u64) -> Repair {
     let n = masters.len();
     if !(0..n).any(|i| health.needs_fence_repair(i)) {
@@ -81,7 +82,9 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
     let light = |i: &usize| health.fence_repair_light(*i);
     let (mut plan, target): (Vec<(usize, u64)>, RepairTarget) = match repair_target(&reads) {
         RepairTarget::Bootstrap => {
-            let start = bootstrap_value(wall_ms);
+            // Never below a counter this process saw (its floors are forgotten at restarts) or a
+            // master's record kept: the wall clock alone could be behind.
+            let start = bootstrap_value(wall_ms, health.highest_counter());
             ((0..n).map(|i| (i, start)).collect(), RepairTarget::Bootstrap)
         }
         RepairTarget::Raise(value) => (
@@ -149,18 +152,32 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
             continue;
         };
         let mut cmd = redis::cmd("EVAL");
+        let grace_ms = u64::try_from(health.grace().as_millis()).unwrap_or(u64::MAX);
+        // A light repair waits for nothing; a full one for the grace, which the master checks
+        // too, against the longest grace its record holds (a client with longer TTLs may have
+        // declared it since this client last read the record).
+        let wait_ms = if light(&i) { 0 } else { grace_ms };
         cmd.arg(FENCE_REPAIR_SCRIPT)
-            .arg(2)
+            .arg(3)
             .arg(&counter)
             .arg(&epoch)
+            .arg(names.master_record())
             .arg(value)
-            .arg(&run_id);
+            .arg(&run_id)
+            .arg(wait_ms);
         match node.query(Arc::new(cmd)).await {
             Ok(Value::Int(-1)) => {
                 debug!(
                     node = i,
                     addr = node.addr(),
                     "fencing repair refused: the master restarted since it was checked"
+                );
+            }
+            Ok(Value::Int(-2)) => {
+                debug!(
+                    node = i,
+                    addr = node.addr(),
+                    "fencing repair refused: its record asks for a longer grace than this client knew"
                 );
             }
             Ok(Value::Int(value)) => {

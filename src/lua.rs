@@ -39,6 +39,10 @@ pub(crate) const FENCE_ACQUIRE_SCRIPT: &str = include_str!("scripts/fence_acquir
 pub(crate) const FENCE_COMMIT_SCRIPT: &str = include_str!("scripts/fence_commit.lua");
 /// Fencing repair: raise a counter to a value read from a majority.
 pub(crate) const FENCE_REPAIR_SCRIPT: &str = include_str!("scripts/fence_repair.lua");
+/// A master check's read of the record the master keeps about itself, with its run_id and clock.
+pub(crate) const MASTER_READ_SCRIPT: &str = include_str!("scripts/master_read.lua");
+/// A master check's compare-and-set write of that record.
+pub(crate) const MASTER_RECORD_SCRIPT: &str = include_str!("scripts/master_record.lua");
 /// A fenced store's write: applied only with a token at least the highest seen.
 pub(crate) const FENCED_WRITE_SCRIPT: &str = include_str!("scripts/fenced_write.lua");
 /// A fenced store's read: raises the fence to the reader's token.
@@ -57,6 +61,8 @@ pub(crate) const MULTI_RELEASE_SCRIPT: &str = include_str!("scripts/multi_releas
 pub(crate) const MULTI_EXTEND_SCRIPT: &str = include_str!("scripts/multi_extend.lua");
 /// A semaphore's acquire: take the slot aimed at, or name the first free slot.
 pub(crate) const SEMAPHORE_ACQUIRE_SCRIPT: &str = include_str!("scripts/semaphore_acquire.lua");
+/// A permit's extend: its slot's compare-and-PEXPIRE, keeping the semaphore's permits key alive.
+pub(crate) const SEMAPHORE_EXTEND_SCRIPT: &str = include_str!("scripts/semaphore_extend.lua");
 /// A read lock's acquire: join the readers unless a writer holds or waits.
 pub(crate) const RW_READ_SCRIPT: &str = include_str!("scripts/rw_read.lua");
 /// A read hold's release; the last reader announces it.

@@ -40,6 +40,9 @@ pub const RENEWAL_FAILURES: &str = "quorlock_renewal_failures_total";
 pub const NODE_ERRORS: &str = "quorlock_node_errors_total";
 /// Gauge: masters whose votes are ignored now, by `reason`.
 pub const MASTERS_IGNORED: &str = "quorlock_masters_ignored";
+/// Gauge: the masters whose data is at risk (persistence below `appendfsync always`, eviction,
+/// replicas attached, an incarnation that may lack writes), by `risk`, from their last check.
+pub const MASTERS_AT_RISK: &str = "quorlock_masters_at_risk";
 
 /// Label: the kind of lock (`plain`, `fenced`, `reentrant`, `fair`, `multi`, `semaphore`, `read`, `write`,
 /// `fenced_write`).
@@ -52,6 +55,8 @@ pub const LABEL_CAUSE: &str = "cause";
 pub const LABEL_MASTER: &str = "master";
 /// Label: why masters' votes are ignored.
 pub const LABEL_REASON: &str = "reason";
+/// Label of [`MASTERS_AT_RISK`]: what puts the master's data at risk.
+pub const LABEL_RISK: &str = "risk";
 
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 /// How an acquire call ended, as the `outcome` label of [`ACQUISITIONS`] says it.
@@ -96,7 +101,17 @@ impl Cause {
 
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 /// Why a master's votes are ignored, as the `reason` label of [`MASTERS_IGNORED`] says it.
-pub(crate) const REASONS: [&str; 4] = ["unreachable", "unverified", "restart_grace", "fence_repair"];
+pub(crate) const REASONS: [&str; 6] = [
+    "unreachable",
+    "unverified",
+    "restart_grace",
+    "fence_repair",
+    "replaced",
+    "evicting",
+];
+
+/// What puts a master's data at risk, as the `risk` label of [`MASTERS_AT_RISK`] says it.
+pub(crate) const RISKS: [&str; 4] = ["weak_persistence", "eviction", "replicas", "may_lack_writes"];
 
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 /// The `kind` label of a master's fault; `None` for a refusal by a healthy master (held, absent,
@@ -113,6 +128,9 @@ pub(crate) fn node_error_kind(kind: &NodeErrorKind) -> Option<&'static str> {
         NodeErrorKind::Restarted { .. } => "restarted",
         NodeErrorKind::Unverified => "unverified",
         NodeErrorKind::FenceRepair => "fence_repair",
+        NodeErrorKind::Replaced { .. } => "replaced",
+        NodeErrorKind::Evicting { .. } => "evicting",
+        NodeErrorKind::PermitsMismatch { .. } => "permits_mismatch",
     })
 }
 
@@ -198,6 +216,18 @@ pub(crate) fn node_error(addr: &str, kind: &NodeErrorKind) {
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (addr, kind);
+}
+
+/// The number of masters at risk for `RISKS[risk]` changed by `delta` (one client's share of the
+/// process-wide gauge).
+#[inline]
+pub(crate) fn at_risk(risk: usize, delta: i64) {
+    #[cfg(feature = "metrics")]
+    if let Some(label) = RISKS.get(risk) {
+        ::metrics::gauge!(MASTERS_AT_RISK, LABEL_RISK => *label).increment(delta as f64);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (risk, delta);
 }
 
 /// The number of masters ignored for `REASONS[reason]` changed by `delta` (one client's share of

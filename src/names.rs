@@ -18,6 +18,11 @@ pub const FENCE_COUNTER_KEY: &str = "quorlock:fence:counter";
 /// when its counter was last initialised or repaired. A master whose epoch is not its current
 /// `run_id` restarted since, and its counter is repaired before it votes in a fenced acquire.
 pub const FENCE_EPOCH_KEY: &str = "quorlock:fence:epoch";
+/// The hash each master keeps about itself for quorlock (after the key prefix): when a client first
+/// saw its current incarnation, whether that may lack acknowledged writes, whether it persisted
+/// every write at every check, the longest grace a client declared, and its fencing high-water
+/// mark. It has no TTL, like the fencing counter.
+pub const MASTER_RECORD_KEY: &str = "quorlock:master";
 /// Put between the key prefix and the resource name to form a reentrant lock's hash key.
 pub const REENTRANT_TAG: &str = "quorlock:reentrant:";
 /// Put between the key prefix and the resource name to form a fair lock's keys.
@@ -26,6 +31,9 @@ pub const FAIR_TAG: &str = "quorlock:fair:";
 pub const SEMAPHORE_TAG: &str = "quorlock:semaphore:";
 /// Put between a semaphore's tagged name and the slot's index to form the slot's key.
 pub const SLOT_INFIX: &str = ":slot:";
+/// Put after a semaphore's base key to form its permits key, which holds the number of permits its
+/// holders count, so that a client asking for another number is refused.
+pub const PERMITS_SUFFIX: &str = ":permits";
 /// Put between the key prefix and the resource name to form a read-write lock's keys.
 pub const RWLOCK_TAG: &str = "quorlock:rw:";
 /// Appended to a read-write lock's tagged name to form its readers (a sorted set by expiry).
@@ -93,6 +101,11 @@ impl Names {
         (0..permits).map(|i| format!("{base}{SLOT_INFIX}{i}")).collect()
     }
 
+    /// A semaphore's permits key on `resource`: how many permits its holders count.
+    pub(crate) fn semaphore_permits(&self, resource: &str) -> String {
+        format!("{}{PERMITS_SUFFIX}", self.tagged(SEMAPHORE_TAG, resource))
+    }
+
     /// A read-write lock's keys on `resource`: the writer, the readers, the waiting writers.
     ///
     /// The writer key is the plain lock's key on `resource`: the write hold, the plain lock and
@@ -106,6 +119,11 @@ impl Names {
             format!("{base}{RW_READERS_SUFFIX}"),
             format!("{base}{RW_WAITING_SUFFIX}"),
         ]
+    }
+
+    /// The record each master keeps about itself for quorlock (`core::master::record`).
+    pub(crate) fn master_record(&self) -> String {
+        self.key(MASTER_RECORD_KEY)
     }
 
     /// The fencing counter key on every master.

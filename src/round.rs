@@ -25,6 +25,7 @@ use crate::fanout::Fanout;
 use crate::health::Health;
 use crate::link::{Link, Masters};
 use crate::metrics;
+use crate::names::Names;
 use crate::ops::LockOps;
 use crate::release::{Release, ReleaseOnDrop};
 
@@ -41,13 +42,15 @@ pub(crate) struct Round<'a> {
     pub(crate) node_timeout: Duration,
     /// The clock the round's validity is measured on.
     pub(crate) clock: &'a Clock,
+    /// The client's key names (the health checks read the masters' records under them).
+    pub(crate) names: &'a Names,
 }
 
 impl Round<'_> {
     /// Starts the background checks of masters that are due one (after a reconnect, or
     /// periodically); never waits for them.
     pub(crate) fn check_health(&self) {
-        crate::health::tick(self.health, self.masters);
+        crate::health::tick(self.health, self.masters, self.names);
     }
 
     /// Sends `send(master)` to every master and decides: the round's requests, to be fed to

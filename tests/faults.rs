@@ -199,6 +199,14 @@ async fn fake_master(reply: Option<&'static [u8]>) -> String {
 #[tokio::test]
 async fn masters_that_answer_garbage_or_nothing_count_as_no() {
     let c = cluster(1).await;
+    // The real master was in use before (a client that reached it wrote its record): a client
+    // that finds a lone master without a record, the others silent, cannot tell it from one that
+    // lost its data, and waits out the grace for it.
+    quorlock::Quorlock::builder()
+        .node(c.url(0))
+        .build()
+        .await
+        .expect("build");
     let garbage = fake_master(Some(b"HTTP/1.1 400 Bad Request\r\n\r\n")).await;
     let silent = fake_master(None).await;
     let urls = vec![c.url(0), garbage, silent];

@@ -306,6 +306,15 @@ async fn every_documented_metric_moves() {
         m.get(names::MASTERS_IGNORED, &[(names::LABEL_REASON, "restart_grace")]),
         3.0
     );
+    // They persist less than every write: at risk, for that reason only.
+    assert_eq!(
+        m.get(names::MASTERS_AT_RISK, &[(names::LABEL_RISK, "weak_persistence")]),
+        3.0
+    );
+    assert_eq!(
+        m.get(names::MASTERS_AT_RISK, &[(names::LABEL_RISK, "eviction")]),
+        0.0
+    );
     let err = graced
         .try_acquire("m:graced", TTL)
         .await
@@ -329,6 +338,11 @@ async fn every_documented_metric_moves() {
         })
         .await,
         "a dropped client's ignored masters stay in the gauge"
+    );
+    assert_eq!(
+        m.get(names::MASTERS_AT_RISK, &[(names::LABEL_RISK, "weak_persistence")]),
+        0.0,
+        "a dropped client's masters at risk stay in the gauge"
     );
 
     a.settle().await;

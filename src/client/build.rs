@@ -14,7 +14,7 @@ use crate::coalesce::LocalQueue;
 use crate::config::{QuorlockBuilder, Source};
 use crate::core::round::same_server_twice;
 use crate::error::{BuildError, NodeErrorKind};
-use crate::health::{check_at_build, Health};
+use crate::health::{check_at_build, refresh_in_background, Health};
 use crate::link::{Link, Masters};
 use crate::names::Names;
 use crate::node::Node;
@@ -86,12 +86,14 @@ impl QuorlockBuilder {
         }
         let masters = Arc::new(Masters::new(links));
         let health = Arc::new(Health::new(masters.len(), &config));
-        check_at_build(&health, &masters).await;
+        let names = Names::new(&config.key_prefix);
+        check_at_build(&health, &masters, &names).await;
+        refresh_in_background(&health, &masters, &names);
         same_server(&masters, &health)?;
         let inner = Inner {
             waits: Waits::new(&masters, config.connect_timeout, config.clock.clone()),
             watchdog: Watchdog::new(&masters, Arc::clone(&config)),
-            names: Names::new(&config.key_prefix),
+            names,
             queue: LocalQueue::default(),
             background: Background::new(),
             entropy: match &self.environment {

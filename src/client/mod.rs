@@ -183,6 +183,7 @@ impl Inner {
             background: &self.background,
             node_timeout: self.config.node_timeout,
             clock: &self.config.clock,
+            names: &self.names,
         }
     }
 

@@ -1,56 +1,15 @@
-//! The restart-grace admission: whether a master's yes may count towards a majority now.
+//! The restart grace: how long a master that may have lost data is kept out of every majority,
+//! and when a master started, as late as the uptime it reports allows.
 //!
-//! RedLock is only safe if a master that lost its data (a restart without `appendfsync always`)
-//! stays out of every majority for longer than the longest TTL: otherwise it grants a lock that
-//! another client still holds through it. The spec leaves that delay to operators; the client
-//! enforces it, and this is the rule it applies. What the client knows about a master (is the
-//! connection verified, does it persist every write, when did it start) goes in; a verdict comes out.
+//! RedLock is only safe if a master that lost its data stays out of every majority for longer than
+//! the longest TTL: otherwise it grants a lock that another client still holds through it. The
+//! spec leaves that delay to operators; the client enforces it. Whether a vote counts is decided
+//! by `core::master` from everything the client believes about the master; this file holds the
+//! two pieces of arithmetic it uses.
 
 use std::time::{Duration, Instant};
 
-use crate::error::NodeErrorKind;
-
 use super::timing::drift;
-
-/// What the client knows about one master when its vote arrives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Standing {
-    /// Whether its `run_id` and uptime were read on the connection the vote came over.
-    pub verified: bool,
-    /// Whether it persists every write before acknowledging it (`None`: could not be read).
-    pub fsync_always: Option<bool>,
-    /// When it (re)started, on the client's monotonic clock, if known.
-    pub started: Option<Instant>,
-}
-
-/// Whether a yes from a master with `standing` may count at `now`, when a master that restarted
-/// less than `grace` ago without `appendfsync always` must be ignored. With `enforce` off every
-/// vote counts.
-///
-/// # Errors
-/// [`NodeErrorKind::Unverified`] when the connection is not verified,
-/// [`NodeErrorKind::Restarted`] within the grace after a restart.
-pub fn admit(enforce: bool, standing: Standing, grace: Duration, now: Instant) -> Result<(), NodeErrorKind> {
-    if !enforce {
-        return Ok(());
-    }
-    if !standing.verified {
-        return Err(NodeErrorKind::Unverified);
-    }
-    if standing.fsync_always == Some(true) {
-        return Ok(());
-    }
-    if let Some(started) = standing.started {
-        let uptime = now.saturating_duration_since(started);
-        if uptime < grace {
-            return Err(NodeErrorKind::Restarted {
-                uptime,
-                remaining: grace - uptime,
-            });
-        }
-    }
-    Ok(())
-}
 
 /// The grace period after a restart: the configured one, or the longest TTL in use plus its drift
 /// allowance.
@@ -77,7 +36,6 @@ pub fn latest_start(observed_at: Instant, uptime_secs: u64) -> Option<Instant> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
 
     /// Redis's uptime is a difference of whole wall-clock seconds: for every real start and read
     /// time within a few seconds, the start we compute is never before the real one.
@@ -110,43 +68,5 @@ mod tests {
             grace(Some(Duration::from_secs(3)), Duration::from_secs(10), 0.01),
             Duration::from_secs(3)
         );
-    }
-
-    #[test]
-    fn an_unverified_master_never_votes_while_enforced() {
-        let standing = Standing {
-            verified: false,
-            fsync_always: Some(true),
-            started: None,
-        };
-        let now = Instant::now();
-        assert_eq!(
-            admit(true, standing, Duration::ZERO, now),
-            Err(NodeErrorKind::Unverified)
-        );
-        assert_eq!(admit(false, standing, Duration::ZERO, now), Ok(()));
-    }
-
-    proptest! {
-        /// A master restarted without fsync-always never votes within the grace, and always votes
-        /// after it (when verified); a master that persists every write always votes.
-        #[test]
-        fn restarted_masters_wait_out_the_grace(
-            uptime_ms in 0u64..20_000,
-            grace_ms in 0u64..20_000,
-            fsync in prop::option::of(any::<bool>()),
-        ) {
-            let started = Instant::now();
-            let now = started + Duration::from_millis(uptime_ms);
-            let standing = Standing { verified: true, fsync_always: fsync, started: Some(started) };
-            let verdict = admit(true, standing, Duration::from_millis(grace_ms), now);
-            if fsync == Some(true) || uptime_ms >= grace_ms {
-                prop_assert_eq!(verdict, Ok(()));
-            } else {
-                let restarted = matches!(verdict, Err(NodeErrorKind::Restarted { remaining, .. })
-                    if remaining == Duration::from_millis(grace_ms - uptime_ms));
-                prop_assert!(restarted);
-            }
-        }
     }
 }

@@ -10,7 +10,10 @@
 //! - [`round`]: what a round that did not win reports, and the check for one server under two names;
 //! - [`release`]: the release verdict (released, expired, or unconfirmed);
 //! - [`expiry`]: when a held lock frees on a majority, from the masters' PTTLs;
-//! - [`admission`]: the restart-grace rule for counting a master's vote;
+//! - [`admission`]: the restart grace's length, and a start read from a reported uptime;
+//! - [`master`]: what the client believes about each master (identity, durability over time,
+//!   eviction, replicas, the grace, the fencing state) and the record each master keeps, fed by
+//!   reports that can lie, with the model that keeps exclusion and tokens safe through them;
 //! - [`capabilities`]: which native commands a master's server offers (Valkey's `DELIFEQ`, `SET IFEQ`);
 //! - [`backoff`]: retry delays with bounded jitter, and the retry plan bounded by count and deadline;
 //! - [`renewal`]: the watchdog's schedule (interval, shared ticks, capped holds) and its verdicts;
@@ -28,6 +31,7 @@ pub mod capabilities;
 pub mod expiry;
 pub mod fencing;
 pub mod kinds;
+pub mod master;
 pub mod release;
 pub mod renewal;
 pub mod round;

@@ -308,6 +308,18 @@ pub enum AcquireError {
     /// The operating system's random number generator failed to produce a token.
     #[error("could not draw a random token from the OS: {0}")]
     Rng(String),
+    /// The semaphore's holders count another number of permits than this client asked for (a
+    /// rolling deploy that changes it, two services that disagree): nothing was taken. Not retried:
+    /// only their releases (and the expiry of the semaphore's permits key) end it.
+    #[error("semaphore {resource:?} is in use with {in_use} permits, and this client asked for {asked}: nothing was taken (every client of one semaphore must count the same permits)")]
+    PermitsMismatch {
+        /// The semaphore asked for.
+        resource: String,
+        /// The permits this client asked for.
+        asked: u32,
+        /// The permits the semaphore's holders count.
+        in_use: u32,
+    },
 }
 
 impl AcquireError {
@@ -335,7 +347,7 @@ impl AcquireError {
             AcquireError::TooSlow { .. } | AcquireError::Exhausted { .. } | AcquireError::Queued { .. } => {
                 true
             }
-            AcquireError::Input(_) | AcquireError::Rng(_) => false,
+            AcquireError::Input(_) | AcquireError::Rng(_) | AcquireError::PermitsMismatch { .. } => false,
         }
     }
 

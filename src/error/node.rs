@@ -133,6 +133,27 @@ pub enum NodeErrorKind {
     /// The master's fencing counter is missing or behind (it lost data); its vote in fenced
     /// acquisitions is ignored until the counter is repaired from a majority.
     FenceRepair,
+    /// The server at the master's address may lack writes it acknowledged: another server answers
+    /// there (a replacement, a promoted replica), or it restarted after persisting less than
+    /// `appendfsync always`, as the record it keeps shows. Its vote is ignored until the grace
+    /// has passed since a client first saw it, `seen` ago.
+    Replaced {
+        /// How long ago a client first saw this incarnation of it.
+        seen: Duration,
+        /// How long its votes are still ignored.
+        remaining: Duration,
+    },
+    /// The master may evict keys (a `maxmemory` limit with `policy` other than `noeviction`), a
+    /// held lock's included, so its votes are refused (`QuorlockBuilder::refuse_evicting_masters`).
+    Evicting {
+        /// Its `maxmemory-policy`.
+        policy: String,
+    },
+    /// The semaphore is in use on this master with `in_use` permits, not the number asked for.
+    PermitsMismatch {
+        /// The permits the semaphore's holders use.
+        in_use: u32,
+    },
 }
 
 impl NodeErrorKind {
@@ -178,6 +199,19 @@ impl fmt::Display for NodeErrorKind {
             NodeErrorKind::FenceRepair => f.write_str(
                 "fencing counter missing or behind (lost data); vote ignored until it is repaired",
             ),
+            NodeErrorKind::Replaced { seen, remaining } => write!(
+                f,
+                "may lack acknowledged writes (another server at its address, or a restart after weaker persistence), first seen {} ago; vote ignored for another {}",
+                Elapsed(*seen),
+                Elapsed(*remaining)
+            ),
+            NodeErrorKind::Evicting { policy } => write!(
+                f,
+                "may evict lock keys (maxmemory with maxmemory-policy {policy}); votes refused"
+            ),
+            NodeErrorKind::PermitsMismatch { in_use } => {
+                write!(f, "the semaphore is in use here with {in_use} permits")
+            }
         }
     }
 }

@@ -1,52 +1,26 @@
-//! The checks that fill the health state: each master's `run_id`, uptime and persistence, read at
-//! build and again in the background (after a reconnect at once, else once per refresh interval),
-//! and the warnings a deployment that weakens RedLock deserves once.
+//! The checks that feed the health state: each master's `run_id`, uptime, persistence, replication
+//! and memory policy, and the record it keeps about itself, read at build and again in the
+//! background (after a reconnect at once, else once per refresh interval), the record updated as
+//! the core's rule says (`core::master::record`), and each change warned about once (`warn.rs`).
 
 use std::sync::Arc;
 
-use futures::stream::{FuturesUnordered, StreamExt};
 use redis::Value;
-use tracing::{debug, warn};
+use tracing::debug;
 
-use super::Health;
+use super::{warn, Health};
 use crate::core::capabilities::Server;
+use crate::core::master::record::{self, Missing, Record, Seen, FIELDS};
+use crate::core::master::{Memory, Report, Sighting};
 use crate::error::NodeErrorKind;
+use crate::fanout::Fanout;
 use crate::link::{Link, Masters};
-
-/// What one check of a master found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Snapshot {
-    /// The master's `run_id`, new at every start.
-    pub(crate) run_id: String,
-    /// How long it has been up, in whole seconds.
-    pub(crate) uptime_secs: u64,
-    /// Whether the AOF is on.
-    pub(crate) aof_enabled: bool,
-    /// The `appendfsync` policy, if CONFIG could be used.
-    pub(crate) appendfsync: Result<String, String>,
-    /// The number of replicas attached.
-    pub(crate) replicas: u64,
-    /// The server (Redis or Valkey) and its version.
-    pub(crate) server: Server,
-}
-
-impl Snapshot {
-    /// Whether every acknowledged write is on disk: `Some(false)` when known not to be, `None` when
-    /// the policy could not be read.
-    pub(crate) fn fsync_always(&self) -> Option<bool> {
-        if !self.aof_enabled {
-            return Some(false);
-        }
-        match &self.appendfsync {
-            Ok(policy) => Some(policy.eq_ignore_ascii_case("always")),
-            Err(_) => None,
-        }
-    }
-}
+use crate::lua::{MASTER_READ_SCRIPT, MASTER_RECORD_SCRIPT};
+use crate::names::Names;
 
 /// Starts, in the background, the checks that are due: a master unverified since a reconnect (at
 /// most every `UNVERIFIED_RETRY`), and every master once per refresh interval. Never waits.
-pub(crate) fn tick(health: &Arc<Health>, masters: &Arc<Masters>) {
+pub(crate) fn tick(health: &Arc<Health>, masters: &Arc<Masters>, names: &Names) {
     let now = health.now();
     let periodic = health.periodic_due(now);
     for link in masters.iter() {
@@ -56,10 +30,12 @@ pub(crate) fn tick(health: &Arc<Health>, masters: &Arc<Masters>) {
         let index = link.index();
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
-                let (health, masters) = (Arc::clone(health), Arc::clone(masters));
+                let (health, masters, names) = (Arc::clone(health), Arc::clone(masters), names.clone());
                 handle.spawn(async move {
                     if let Some(link) = masters.get(index) {
-                        check(&health, link).await;
+                        if let Some(read) = gather(&health, link, &names).await {
+                            settle(&health, link, &names, read, Missing::Alone).await;
+                        }
                     }
                     health.publish(&masters);
                     health.release_claim(index);
@@ -70,23 +46,74 @@ pub(crate) fn tick(health: &Arc<Health>, masters: &Arc<Masters>) {
     }
 }
 
-/// Reads `node`'s identity and durability once and records it.
-async fn check(health: &Health, node: &Link) -> Option<Snapshot> {
+/// Keeps every master's belief fresh while the client lives, whether or not it makes rounds: once
+/// per refresh interval, the checks that are due (a round starts them too, but an idle client
+/// would otherwise judge its next round by what it read long ago). Holds the client's parts
+/// weakly, so it ends with the client.
+pub(crate) fn refresh_in_background(health: &Arc<Health>, masters: &Arc<Masters>, names: &Names) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let (weak_health, weak_masters) = (Arc::downgrade(health), Arc::downgrade(masters));
+    let (names, clock, every) = (names.clone(), health.clock.clone(), health.refresh_every);
+    runtime.spawn(async move {
+        loop {
+            clock.sleep(every).await;
+            let (Some(health), Some(masters)) = (weak_health.upgrade(), weak_masters.upgrade()) else {
+                return;
+            };
+            tick(&health, &masters, &names);
+        }
+    });
+}
+
+/// What the first half of a check read from one master.
+struct Gathered {
+    /// The disconnect count when the check began.
+    before: u64,
+    report: Report,
+    server: Server,
+    read: RecordRead,
+}
+
+/// The record read, with what it is judged against.
+struct RecordRead {
+    run_id: String,
+    master_ms: u64,
+    counter: Option<u64>,
+    record: Option<Record>,
+    /// The record's fields as read, for the write's compare-and-set.
+    raw: String,
+    /// When the reply arrived, on our clock.
+    at: tokio::time::Instant,
+}
+
+/// The first half of a check: the master's report and its record, read in one go.
+async fn gather(health: &Health, node: &Link, names: &Names) -> Option<Gathered> {
     let before = node.disconnects();
     let sent = health.now();
-    let result = inspect(node).await;
+    let result = async {
+        let (report, server) = inspect(node).await?;
+        let read = read_record(health, node, names).await?;
+        Ok::<_, NodeErrorKind>((report, server, read))
+    }
+    .await;
     let took = health.now().saturating_duration_since(sent);
     health.observe(node.index(), result.as_ref().err(), took);
     match result {
-        Ok(snapshot) => {
-            debug!(node = node.index(), addr = node.addr(), run_id = %snapshot.run_id, uptime_s = snapshot.uptime_secs, "master checked");
-            health.record(node, before, &snapshot, health.now());
-            // What the server offers natively holds for this connection; a reconnect since the
-            // check began leaves it unread (the next check reads it).
-            if node.disconnects() == before {
-                node.note_capabilities(snapshot.server.capabilities(), before);
-            }
-            Some(snapshot)
+        Ok((report, server, read)) if read.run_id == report.run_id => Some(Gathered {
+            before,
+            report,
+            server,
+            read,
+        }),
+        Ok(_) => {
+            debug!(
+                node = node.index(),
+                addr = node.addr(),
+                "master restarted during its check; checked again"
+            );
+            None
         }
         Err(kind) => {
             debug!(node = node.index(), addr = node.addr(), error = %kind, "master check failed");
@@ -95,64 +122,107 @@ async fn check(health: &Health, node: &Link) -> Option<Snapshot> {
     }
 }
 
-/// The `tracing` target of the warnings about a master's persistence (no AOF, `appendfsync` below
-/// `always`, or a policy that could not be read).
-pub(crate) const PERSISTENCE: &str = "quorlock::persistence";
-
-/// Checks every master once at `build()` and warns, once per master, about what makes RedLock
-/// unsafe there: replicas attached, or persistence weaker than `appendfsync always`.
-pub(crate) async fn check_at_build(health: &Health, masters: &Masters) {
-    let mut pending: FuturesUnordered<_> = masters
-        .iter()
-        .map(|node| async move { (node, check(health, node).await) })
-        .collect();
-    while let Some((node, snapshot)) = pending.next().await {
-        let Some(snapshot) = snapshot else {
-            warn!(
-                node = node.index(),
-                addr = node.addr(),
-                "could not read the master's run_id, replicas and persistence at build; its votes count once it answers a check"
-            );
-            continue;
+/// The second half of a check: the record written where the core's rule asks for it (a compare
+/// and set, read again if another client wrote first), then everything taken in and warned about.
+async fn settle(health: &Health, node: &Link, names: &Names, gathered: Gathered, missing: Missing) {
+    let Gathered {
+        before,
+        report,
+        server,
+        mut read,
+    } = gathered;
+    let found_none = read.record.is_none();
+    let mut tries = 0;
+    let record = loop {
+        let seen = Seen {
+            run_id: read.run_id.clone(),
+            now_ms: read.master_ms,
+            durable: report.durable(),
+            promoted: report.promoted,
+            counter: read.counter,
         };
-        if snapshot.replicas > 0 {
-            warn!(
-                node = node.index(),
-                addr = node.addr(),
-                replicas = snapshot.replicas,
-                "master has replicas attached: replication is asynchronous, so a failover to a replica can lose a held lock; use independent masters"
-            );
+        let Some(next) = record::next(read.record.as_ref(), &seen, health.declared_grace_ms(), missing)
+        else {
+            // Nothing to write: the record already says it (a next() of None implies one exists).
+            match read.record.take() {
+                Some(record) => break record,
+                None => return,
+            }
+        };
+        match write_record(node, names, &read.raw, &next).await {
+            Ok(1) => break next,
+            Ok(-1) => {
+                debug!(
+                    node = node.index(),
+                    addr = node.addr(),
+                    "master restarted during its check; checked again"
+                );
+                return;
+            }
+            Ok(_) if tries < 3 => {
+                // Another client wrote first: judge again from what it wrote.
+                tries += 1;
+                match read_record(health, node, names).await {
+                    Ok(again) if again.run_id == report.run_id => read = again,
+                    _ => return,
+                }
+            }
+            Ok(_) => return,
+            Err(kind) => {
+                debug!(node = node.index(), addr = node.addr(), error = %kind, "could not write the master's record");
+                return;
+            }
         }
-        // Under a target of their own, which a tool can set apart: the restart grace answers them.
-        match (&snapshot.appendfsync, snapshot.aof_enabled) {
-            (_, false) => warn!(
-                target: PERSISTENCE,
-                node = node.index(),
-                addr = node.addr(),
-                "master runs without AOF: a restart loses every lock it held; use appendonly yes with appendfsync always, or rely on the restart grace"
-            ),
-            (Ok(policy), true) if !policy.eq_ignore_ascii_case("always") => warn!(
-                target: PERSISTENCE,
-                node = node.index(),
-                addr = node.addr(),
-                appendfsync = %policy,
-                "master persists with less than appendfsync always: a crash can lose recently granted locks; its votes are ignored for the grace period after a restart"
-            ),
-            (Err(reason), true) => warn!(
-                target: PERSISTENCE,
-                node = node.index(),
-                addr = node.addr(),
-                reason = %reason,
-                "could not check the master's appendfsync policy (CONFIG unavailable); treated as less than always"
-            ),
-            _ => {}
+    };
+    debug!(node = node.index(), addr = node.addr(), run_id = %report.run_id, uptime_s = report.uptime_secs, lost = record.lost, "master checked");
+    let sighting = Sighting {
+        record,
+        master_ms: read.master_ms,
+        at: read.at.into_std(),
+    };
+    let changes = health.record(node, before, &report, sighting, found_none);
+    warn::changes(node, &report, &changes);
+    // What the server offers natively holds for this connection; a reconnect since the check
+    // began leaves it unread (the next check reads it).
+    if node.disconnects() == before {
+        node.note_capabilities(server.capabilities(), before);
+    }
+}
+
+/// Checks every master once at `build()`, then writes their records: a master without one is
+/// taken as having lost its data unless a majority answered without one and none with one (a fresh
+/// deployment: `core::master::record::missing`).
+/// Every change worth a warning (replicas, persistence below `appendfsync always`, eviction, a
+/// policy that cannot be read) is warned about then, once per master.
+pub(crate) async fn check_at_build(health: &Health, masters: &Masters, names: &Names) {
+    let mut pending: Fanout<_> = masters
+        .iter()
+        .map(|node| (node.index(), Box::pin(gather(health, node, names))))
+        .collect();
+    let mut gathered: Vec<Option<Gathered>> = (0..masters.len()).map(|_| None).collect();
+    while let Some((i, read)) = futures::StreamExt::next(&mut pending).await {
+        if let Some(slot) = gathered.get_mut(i) {
+            *slot = read;
         }
     }
+    drop(pending);
+    let reads: Vec<Option<bool>> = gathered
+        .iter()
+        .map(|g| g.as_ref().map(|g| !g.read.raw.is_empty()))
+        .collect();
+    let missing = record::missing(&reads);
+    let settles = masters.iter().zip(gathered).map(|(node, gathered)| async move {
+        match gathered {
+            Some(gathered) => settle(health, node, names, gathered, missing).await,
+            None => warn::unchecked(node),
+        }
+    });
+    futures::future::join_all(settles).await;
     health.publish(masters);
 }
 
-/// Runs `INFO` and `CONFIG GET appendfsync` on one master.
-pub(crate) async fn inspect(node: &Link) -> Result<Snapshot, NodeErrorKind> {
+/// Runs `INFO` and `CONFIG GET appendfsync` on one master: its report, and its server.
+pub(crate) async fn inspect(node: &Link) -> Result<(Report, Server), NodeErrorKind> {
     let info = node.query(Arc::new(redis::cmd("INFO"))).await?;
     let text = match info {
         Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -161,16 +231,22 @@ pub(crate) async fn inspect(node: &Link) -> Result<Snapshot, NodeErrorKind> {
         other => return Err(NodeErrorKind::Protocol(format!("INFO answered {other:?}").into())),
     };
     let field = |name: &str| info_field(&text, name);
+    let number = |name: &str| field(name).and_then(|v| v.parse::<u64>().ok());
     let run_id = field("run_id")
         .ok_or_else(|| NodeErrorKind::Protocol("INFO has no run_id".to_owned().into()))?
         .to_owned();
-    let uptime_secs = field("uptime_in_seconds")
-        .and_then(|v| v.parse().ok())
+    let uptime_secs = number("uptime_in_seconds")
         .ok_or_else(|| NodeErrorKind::Protocol("INFO has no uptime_in_seconds".to_owned().into()))?;
     let aof_enabled = field("aof_enabled") == Some("1");
-    let replicas = field("connected_slaves")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let replicas = number("connected_slaves").unwrap_or(0);
+    // A server that took over another's replication history (a replica promoted with REPLICAOF NO
+    // ONE, or by a failover) keeps the offset it took over at; a server that never did has -1.
+    let promoted = field("second_repl_offset").is_some_and(|v| v != "-1");
+    let memory = Memory {
+        maxmemory: number("maxmemory").unwrap_or(0),
+        policy: field("maxmemory_policy").map(str::to_owned),
+        evicted_keys: number("evicted_keys").unwrap_or(0),
+    };
     let server = Server::from_info(
         field("server_name"),
         field("valkey_version"),
@@ -183,14 +259,83 @@ pub(crate) async fn inspect(node: &Link) -> Result<Snapshot, NodeErrorKind> {
         Err(kind) if kind.is_unreachable() => return Err(kind),
         Err(kind) => Err(kind.to_string()),
     };
-    Ok(Snapshot {
+    let report = Report {
         run_id,
         uptime_secs,
         aof_enabled,
         appendfsync,
         replicas,
-        server,
+        promoted,
+        memory,
+    };
+    Ok((report, server))
+}
+
+/// Reads the master's record with its run_id, clock and fencing counter (`master_read.lua`).
+async fn read_record(health: &Health, node: &Link, names: &Names) -> Result<RecordRead, NodeErrorKind> {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(MASTER_READ_SCRIPT)
+        .arg(2)
+        .arg(names.master_record())
+        .arg(names.fence_counter());
+    let reply = node.query(Arc::new(cmd)).await?;
+    let at = health.now();
+    let bad = || NodeErrorKind::Protocol(format!("the master's record read answered {reply:?}").into());
+    let Value::Array(items) = &reply else {
+        return Err(bad());
+    };
+    let text = |i: usize| match items.get(i) {
+        Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        Some(Value::SimpleString(s)) => Some(s.clone()),
+        Some(Value::Int(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let run_id = text(0).ok_or_else(bad)?;
+    let master_ms = text(1).and_then(|v| v.parse().ok()).ok_or_else(bad)?;
+    let counter = text(2).and_then(|v| v.parse().ok());
+    let fields: Vec<Option<String>> = (0..FIELDS.len()).map(|i| text(3 + i)).collect();
+    let raw = if fields.first().is_some_and(Option::is_some) {
+        fields
+            .iter()
+            .map(|f| f.clone().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(",")
+    } else {
+        String::new()
+    };
+    let record = Record::from_fields(
+        FIELDS
+            .iter()
+            .zip(&fields)
+            .filter_map(|(name, value)| value.as_deref().map(|v| (*name, v))),
+    );
+    Ok(RecordRead {
+        run_id,
+        master_ms,
+        counter,
+        record,
+        raw,
+        at,
     })
+}
+
+/// Writes `next` if the record is still `raw` (`master_record.lua`): 1 written, 0 changed since,
+/// -1 restarted since.
+async fn write_record(node: &Link, names: &Names, raw: &str, next: &Record) -> Result<i64, NodeErrorKind> {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(MASTER_RECORD_SCRIPT)
+        .arg(1)
+        .arg(names.master_record())
+        .arg(raw);
+    for field in next.fields() {
+        cmd.arg(field);
+    }
+    match node.query(Arc::new(cmd)).await? {
+        Value::Int(n) => Ok(n),
+        other => Err(NodeErrorKind::Protocol(
+            format!("the master's record write answered {other:?}").into(),
+        )),
+    }
 }
 
 /// The value of `name` in an `INFO` reply (`name:value` lines).
@@ -240,22 +385,5 @@ mod tests {
             Value::BulkString(b"everysec".to_vec()),
         )]);
         assert_eq!(config_value(&map).as_deref(), Some("everysec"));
-    }
-
-    #[test]
-    fn durability_needs_aof_and_always() {
-        let snap = |aof_enabled, appendfsync: Result<&str, &str>| Snapshot {
-            run_id: "r".into(),
-            uptime_secs: 1,
-            aof_enabled,
-            appendfsync: appendfsync.map(str::to_owned).map_err(str::to_owned),
-            replicas: 0,
-            server: Server::Unknown,
-        };
-        assert_eq!(snap(true, Ok("always")).fsync_always(), Some(true));
-        assert_eq!(snap(true, Ok("everysec")).fsync_always(), Some(false));
-        assert_eq!(snap(false, Ok("always")).fsync_always(), Some(false));
-        assert_eq!(snap(true, Err("unknown command")).fsync_always(), None);
-        assert_eq!(snap(false, Err("unknown command")).fsync_always(), Some(false));
     }
 }

@@ -3,14 +3,15 @@
 //! and the same standing published as the ignored-masters gauge (see `crate::metrics`).
 //!
 //! One function, [`Health::standing`], decides a master's standing for both, so the snapshot and
-//! the gauge never disagree. The rule for restart grace is the core's (`core::admission`).
+//! the gauge never disagree. The rule is the core's (`core::master`). What puts a master's data at
+//! risk (weak persistence, eviction, replicas, an incarnation that may lack writes) is published
+//! too, as the masters-at-risk gauge.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::{locked, Health, NodeState};
-use crate::core::admission::{self, Standing};
 use crate::core::quorum;
 use crate::error::NodeErrorKind;
 use crate::link::{Link, Masters};
@@ -20,6 +21,8 @@ use crate::metrics;
 pub(super) const REASONS: usize = metrics::REASONS.len();
 /// The gauge's index of [`MasterHealth::fence_repair`].
 const FENCE_REPAIR: usize = 3;
+/// How many risks the masters-at-risk gauge has (see `metrics::RISKS`).
+pub(super) const RISKS: usize = metrics::RISKS.len();
 
 /// Why a master's votes do not count now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,6 +38,13 @@ pub enum Ignored {
     /// It restarted less than the grace period ago and does not persist with `appendfsync
     /// always`: it may have lost keys, so its votes count once the grace has passed.
     RestartGrace,
+    /// Its record shows that it may lack writes it acknowledged (another server at its address, a
+    /// promoted replica, a restart after weaker persistence): its votes count once the grace has
+    /// passed since a client first saw it.
+    Replaced,
+    /// It may evict keys (`maxmemory` with a policy other than `noeviction`), and the client
+    /// refuses such masters' votes.
+    Evicting,
 }
 
 impl Ignored {
@@ -44,6 +54,8 @@ impl Ignored {
             Ignored::Unreachable => 0,
             Ignored::Unverified => 1,
             Ignored::RestartGrace => 2,
+            Ignored::Replaced => 4,
+            Ignored::Evicting => 5,
         }
     }
 }
@@ -76,6 +88,18 @@ pub struct MasterHealth {
     /// Whether it persists every write before acknowledging it (`appendfsync always`); `None` when
     /// that could not be read.
     pub fsync_always: Option<bool>,
+    /// Whether every check of its current incarnation found it persisting every write, as the
+    /// record it keeps says (a runtime downgrade makes it `false` until the next incarnation);
+    /// `None` before its record was read.
+    pub durable_throughout: Option<bool>,
+    /// Whether its record says its current incarnation may lack writes it acknowledged; `None`
+    /// before its record was read.
+    pub may_lack_writes: Option<bool>,
+    /// Its `maxmemory-policy` when it may evict keys (a memory limit and a policy other than
+    /// `noeviction`).
+    pub evicting: Option<String>,
+    /// How many replicas are attached to it, at its last check.
+    pub replicas: Option<u64>,
     /// Whether it releases plain locks natively (`DELIFEQ`) rather than by script.
     pub native_release: bool,
     /// Whether it extends plain locks natively (`SET ... IFEQ`) rather than by script.
@@ -122,14 +146,14 @@ impl Health {
         if state.unreachable {
             return (Some(Ignored::Unreachable), None);
         }
-        let standing = Standing {
-            verified: state.verified_at == Some(link.disconnects()),
-            fsync_always: state.fsync_always,
-            started: state.started.map(Instant::into_std),
-        };
-        match admission::admit(self.enforce, standing, self.grace(), now.into_std()) {
+        match state
+            .belief
+            .admit(&self.rules(), now.into_std(), link.disconnects())
+        {
             Ok(()) => (None, None),
             Err(NodeErrorKind::Restarted { remaining, .. }) => (Some(Ignored::RestartGrace), Some(remaining)),
+            Err(NodeErrorKind::Replaced { remaining, .. }) => (Some(Ignored::Replaced), Some(remaining)),
+            Err(NodeErrorKind::Evicting { .. }) => (Some(Ignored::Evicting), None),
             Err(_) => (Some(Ignored::Unverified), None),
         }
     }
@@ -143,17 +167,25 @@ impl Health {
                 let state = self.state(link.index())?;
                 let (ignored, counts_again_in) = self.standing(&state, link, now);
                 let capabilities = link.capabilities();
+                let belief = &state.belief;
+                let record = belief.sighting.as_ref().map(|s| &s.record);
                 Some(MasterHealth {
                     node: link.index(),
                     addr: link.addr().to_owned(),
                     ignored,
                     counts_again_in,
-                    fence_repair: state.fence_repair,
+                    fence_repair: belief.fence.repair,
                     last_error: state.last_error.clone(),
                     round_trip: state.round_trip,
-                    run_id: state.run_id.clone(),
-                    uptime: state.started.map(|s| now.saturating_duration_since(s)),
-                    fsync_always: state.fsync_always,
+                    run_id: belief.run_id.clone(),
+                    uptime: belief
+                        .started
+                        .map(|s| now.into_std().saturating_duration_since(s)),
+                    fsync_always: belief.durable,
+                    durable_throughout: record.map(|r| r.durable),
+                    may_lack_writes: record.map(|r| r.lost),
+                    evicting: belief.evicting.clone(),
+                    replicas: belief.replicas(),
                     native_release: capabilities.delifeq,
                     native_extend: capabilities.set_ifeq,
                 })
@@ -167,14 +199,15 @@ impl Health {
         }
     }
 
-    /// Publishes how many masters are ignored now, by reason, as this client's share of the
-    /// ignored-masters gauge. Nothing with the `metrics` feature off.
+    /// Publishes how many masters are ignored now, by reason, and how many are at risk, by risk,
+    /// as this client's share of the two gauges. Nothing with the `metrics` feature off.
     pub(crate) fn publish(&self, masters: &Masters) {
         if !cfg!(feature = "metrics") {
             return;
         }
         let now = self.now();
         let mut counts = [0i64; REASONS];
+        let mut risks = [0i64; RISKS];
         for link in masters.iter() {
             let Some(state) = self.state(link.index()) else {
                 continue;
@@ -182,11 +215,28 @@ impl Health {
             if let (Some(reason), _) = self.standing(&state, link, now) {
                 counts[reason.index()] += 1;
             }
-            if state.fence_repair {
+            let belief = &state.belief;
+            if belief.fence.repair {
                 counts[FENCE_REPAIR] += 1;
+            }
+            let at_risk = [
+                belief.durable != Some(true),
+                belief.evicting.is_some(),
+                belief.replicas().is_some_and(|r| r > 0),
+                belief.sighting.as_ref().is_some_and(|s| s.record.lost),
+            ];
+            for (risk, on) in risks.iter_mut().zip(at_risk) {
+                *risk += i64::from(on && belief.run_id.is_some());
             }
         }
         self.publish_counts(counts);
+        let mut published = locked(&self.published_risks);
+        for (risk, (now, before)) in risks.iter().zip(published.iter()).enumerate() {
+            if now != before {
+                metrics::at_risk(risk, now - before);
+            }
+        }
+        *published = risks;
     }
 
     /// Moves the gauge from what was last published to `counts`.
@@ -202,8 +252,15 @@ impl Health {
 }
 
 impl Drop for Health {
-    /// A client that is gone ignores no master: its share of the gauge goes back to zero.
+    /// A client that is gone ignores no master and sees none at risk: its share of the gauges
+    /// goes back to zero.
     fn drop(&mut self) {
         self.publish_counts([0; REASONS]);
+        let published = *locked(&self.published_risks);
+        for (risk, before) in published.iter().enumerate() {
+            if *before != 0 {
+                metrics::at_risk(risk, -before);
+            }
+        }
     }
 }

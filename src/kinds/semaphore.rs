@@ -16,23 +16,29 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::FutureExt;
+use redis::Value;
 
 use crate::client::{Guard, Inner};
-use crate::core::semaphore::{aim, check_permits, SlotReply};
+use crate::core::semaphore::{aim, check_permits, in_use_elsewhere, SlotReply};
 use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::link::Call;
-use crate::lua::{eval, int_reply, SEMAPHORE_ACQUIRE_SCRIPT};
+use crate::lua::{eval, int_reply, SEMAPHORE_ACQUIRE_SCRIPT, SEMAPHORE_EXTEND_SCRIPT};
 use crate::names::ttl_millis;
 use crate::ops::{LockOps, PlainLock};
 
 /// How many rounds one attempt makes at most, re-aiming at once at a slot the masters named free.
 const ROUNDS_PER_ATTEMPT: usize = 4;
 
-/// A held permit: the plain lock on its slot key, and which slot it is.
+/// A held permit: the plain lock on its slot key, and which slot it is. Its extend also keeps the
+/// semaphore's permits key alive (`semaphore_extend.lua`), so that key outlives every slot held.
 struct Permit {
     lock: PlainLock,
     slot: u32,
+    /// The slot key and the permits key, for the extend.
+    keys: [String; 2],
+    token: Arc<str>,
+    permits: u32,
 }
 
 impl fmt::Debug for Permit {
@@ -46,7 +52,9 @@ impl fmt::Debug for Permit {
 
 impl LockOps for Permit {
     fn extend(&self, ttl_ms: u64) -> Call {
-        self.lock.extend(ttl_ms)
+        let mut cmd = eval(SEMAPHORE_EXTEND_SCRIPT, &self.keys);
+        cmd.arg(&*self.token).arg(ttl_ms).arg(self.permits);
+        Call::Command(Arc::new(cmd))
     }
 
     fn release(&self) -> Call {
@@ -62,7 +70,8 @@ impl LockOps for Permit {
     }
 }
 
-/// One semaphore request: the resource, its slot keys, and the slot to aim at next.
+/// One semaphore request: the resource, its slot keys and its permits key (the acquire script's
+/// keys, in that order), and the slot to aim at next.
 struct Semaphore<'a> {
     resource: &'a str,
     keys: Arc<[String]>,
@@ -82,11 +91,13 @@ pub(crate) async fn acquire(
     let permits = check_permits(permits).map_err(InputError::from)?;
     let timing = inner.check(resource, ttl)?;
     let keys: Vec<String> = inner.names().slots(resource, permits);
+    let mut script_keys = keys.clone();
+    script_keys.push(inner.names().semaphore_permits(resource));
     // A random first aim spreads clients that start together over the free slots.
     let first = inner.entropy().between(0, u64::from(permits - 1));
     let sem = Semaphore {
         resource,
-        keys: keys.clone().into(),
+        keys: script_keys.into(),
         permits,
         aim: AtomicU32::new(u32::try_from(first).unwrap_or(0)),
     };
@@ -140,14 +151,21 @@ async fn round(
         let what = format!("slot {slot} of the semaphore {:?}", sem.resource);
         return (Err(InputError::Unsupported { what }.into()), Vec::new());
     };
+    let permits_key = sem.keys.last().cloned().unwrap_or_default();
+    let permit = Permit {
+        lock: PlainLock::sharing(&Arc::from(key.as_str()), &token),
+        slot,
+        keys: [key.clone(), permits_key],
+        token: Arc::clone(&token),
+        permits: sem.permits,
+    };
     let key: Arc<str> = Arc::from(key.as_str());
     let mut cmd = eval(SEMAPHORE_ACQUIRE_SCRIPT, &sem.keys);
-    cmd.arg(&*token).arg(ttl_millis(timing.ttl())).arg(slot);
+    cmd.arg(&*token)
+        .arg(ttl_millis(timing.ttl()))
+        .arg(slot)
+        .arg(sem.permits);
     let cmd = Arc::new(cmd);
-    let permit = Permit {
-        lock: PlainLock::sharing(&key, &token),
-        slot,
-    };
     let ops: Arc<dyn LockOps> = Arc::new(permit);
     let hints: Arc<Mutex<Vec<SlotReply>>> = Arc::new(Mutex::new(Vec::new()));
     let permits = sem.permits;
@@ -155,7 +173,17 @@ async fn round(
         .acquire_round(sem.resource, key, token, timing, ops, |link| {
             let hints = Arc::clone(&hints);
             link.query(Arc::clone(&cmd)).map(move |reply| {
-                let code = int_reply(reply?, "semaphore acquire")?;
+                let code = match reply? {
+                    Value::Array(items) => {
+                        return match mismatch_reply(&items) {
+                            Some(in_use) => Err(NodeErrorKind::PermitsMismatch { in_use }),
+                            None => Err(NodeErrorKind::Protocol(
+                                format!("semaphore acquire answered {items:?}").into(),
+                            )),
+                        }
+                    }
+                    other => int_reply(other, "semaphore acquire")?,
+                };
                 match SlotReply::from_code(code, permits) {
                     Some(SlotReply::Took) => Ok(()),
                     Some(hint) => {
@@ -173,5 +201,24 @@ async fn round(
         })
         .await;
     let hints = std::mem::take(&mut *hints.lock().unwrap_or_else(PoisonError::into_inner));
+    // Holders counting another number of permits: refused with both numbers, and not retried.
+    let result = result.map_err(
+        |error| match in_use_elsewhere(error.failures().iter().map(|f| &f.kind)) {
+            Some(in_use) => AcquireError::PermitsMismatch {
+                resource: sem.resource.to_owned(),
+                asked: sem.permits,
+                in_use,
+            },
+            None => error,
+        },
+    );
     (result, hints)
+}
+
+/// The permits in `{-3, n}`, the acquire script's answer when holders there count `n` permits.
+fn mismatch_reply(items: &[Value]) -> Option<u32> {
+    match items {
+        [Value::Int(-3), Value::Int(n)] => u32::try_from(*n).ok(),
+        _ => None,
+    }
 }

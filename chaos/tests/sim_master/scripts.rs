@@ -35,6 +35,8 @@ const FAIR_LEAVE: &str = concat!(
     include_str!("../../../src/scripts/fair_leave.lua")
 );
 const SEMAPHORE_ACQUIRE: &str = include_str!("../../../src/scripts/semaphore_acquire.lua");
+const SEMAPHORE_EXTEND: &str = include_str!("../../../src/scripts/semaphore_extend.lua");
+const MASTER_RECORD: &str = include_str!("../../../src/scripts/master_record.lua");
 const RW_READ: &str = include_str!("../../../src/scripts/rw_read.lua");
 const RW_READ_EXTEND: &str = include_str!("../../../src/scripts/rw_read_extend.lua");
 const RW_READ_RELEASE: &str = include_str!("../../../src/scripts/rw_read_release.lua");
@@ -62,6 +64,8 @@ pub(crate) const ALL: &[(&str, &str)] = &[
     ("fair_release", FAIR_RELEASE),
     ("fair_leave", FAIR_LEAVE),
     ("semaphore_acquire", SEMAPHORE_ACQUIRE),
+    ("semaphore_extend", SEMAPHORE_EXTEND),
+    ("master_record", MASTER_RECORD),
     ("rw_read", RW_READ),
     ("rw_read_extend", RW_READ_EXTEND),
     ("rw_read_release", RW_READ_RELEASE),
@@ -211,25 +215,104 @@ pub(crate) fn plain_and_fencing(pair: &mut Pair) {
     s.setup(&[&["DEL", "lock"]]);
     s.call(FENCE_COMMIT, fc, &["tok", "40"], int(0), fc);
 
-    // fence_repair: another run id (-1), the server's own (counter created, raised, never
-    // lowered; the epoch is stamped with the run id, which differs between the two servers).
-    let fr = &["fence:counter", "fence:epoch"][..];
-    s.setup(&[&["DEL", "fence:counter", "fence:epoch"]]);
+    // fence_repair: no record for the server's run (-1), another run id (-1), the server's own
+    // (counter created, raised, never lowered; the epoch is stamped with the run id, which differs
+    // between the two servers); a record that says the run may lack writes makes a full repair
+    // wait out the longer of its own grace and the record's since the run was first seen (-2).
+    let fr = &["fence:counter", "fence:epoch", "master"][..];
+    s.setup(&[&["DEL", "fence:counter", "fence:epoch", "master"]]);
     s.call(
         FENCE_REPAIR,
         fr,
-        &["10", "0000000000000000000000000000000000000000"],
+        &["10", RUN_ID, "0"],
         int(-1),
         &["fence:counter"],
     );
-    s.call(FENCE_REPAIR, fr, &["10", RUN_ID], int(10), &["fence:counter"]);
-    s.call(FENCE_REPAIR, fr, &["4", RUN_ID], int(10), &["fence:counter"]);
-    s.call(FENCE_REPAIR, fr, &["25", RUN_ID], int(25), &["fence:counter"]);
+    s.setup(&[&[
+        "HSET", "master", "run_id", RUN_ID, "since", "0", "lost", "0", "durable", "1", "grace", "0", "hwm",
+        "0",
+    ]]);
+    s.call(
+        FENCE_REPAIR,
+        fr,
+        &["10", "0000000000000000000000000000000000000000", "0"],
+        int(-1),
+        &["fence:counter"],
+    );
+    s.call(
+        FENCE_REPAIR,
+        fr,
+        &["10", RUN_ID, "0"],
+        int(10),
+        &["fence:counter"],
+    );
+    s.call(FENCE_REPAIR, fr, &["4", RUN_ID, "0"], int(10), &["fence:counter"]);
+    s.call(
+        FENCE_REPAIR,
+        fr,
+        &["25", RUN_ID, "0"],
+        int(25),
+        &["fence:counter"],
+    );
     let (real, sim) = s.pair.both(&[b"GET", b"fence:epoch"]);
     let (real_id, sim_id) = s.pair.run_ids();
     assert_eq!(real, Value::BulkString(real_id.into_bytes()));
     assert_eq!(sim, Value::BulkString(sim_id.into_bytes()));
-    s.call(FENCE_REPAIR, fr, &["x", RUN_ID], an_error(), &["fence:counter"]);
+    s.call(
+        FENCE_REPAIR,
+        fr,
+        &["x", RUN_ID, "0"],
+        an_error(),
+        &["fence:counter"],
+    );
+    // Lost, and first seen far in the future: no grace has passed.
+    s.setup(&[&["HSET", "master", "lost", "1", "since", "99999999999999"]]);
+    s.call(
+        FENCE_REPAIR,
+        fr,
+        &["30", RUN_ID, "1000"],
+        int(-2),
+        &["fence:counter"],
+    );
+    // A light repair (no grace asked) goes through whatever the record says.
+    s.call(
+        FENCE_REPAIR,
+        fr,
+        &["30", RUN_ID, "0"],
+        int(30),
+        &["fence:counter"],
+    );
+    // First seen at the epoch: its own grace has passed, but not the record's, far longer.
+    s.setup(&[&["HSET", "master", "since", "0", "grace", "99999999999999"]]);
+    s.call(
+        FENCE_REPAIR,
+        fr,
+        &["31", RUN_ID, "1000"],
+        int(-2),
+        &["fence:counter"],
+    );
+    s.setup(&[&["HSET", "master", "grace", "0"]]);
+    s.call(
+        FENCE_REPAIR,
+        fr,
+        &["31", RUN_ID, "1000"],
+        int(31),
+        &["fence:counter"],
+    );
+
+    // master_record: written when the record is the one read (none: ''), refused when it changed
+    // since (0) or when the server's run is not the new record's (-1).
+    s.setup(&[&["DEL", "master"]]);
+    let fields = [RUN_ID, "5", "1", "0", "100", "7"];
+    let mut args = vec![""];
+    args.extend_from_slice(&fields);
+    s.call(MASTER_RECORD, &["master"], &args, int(1), &[]);
+    s.call(MASTER_RECORD, &["master"], &args, int(0), &[]);
+    let mut args = vec!["", "0000000000000000000000000000000000000000"];
+    args.extend_from_slice(&fields[1..]);
+    s.setup(&[&["DEL", "master"]]);
+    s.call(MASTER_RECORD, &["master"], &args, int(-1), &[]);
+    s.setup(&[&["HMGET", "master", "since", "lost", "durable", "grace", "hwm"]]);
 
     // fenced_write / fenced_read: no fence yet, a higher token, a stale token, equal tokens,
     // absent data, data of the wrong type, a token that is not a number.
@@ -473,13 +556,59 @@ pub(crate) fn semaphore_and_rwlock(pair: &mut Pair) {
     let mut s = Scripts { pair, calls: 0 };
 
     // Two slots: the one aimed at, else the first free one named, else -2.
-    let slots = &["sem:0", "sem:1"][..];
-    s.call(SEMAPHORE_ACQUIRE, slots, &["t1", "30000", "0"], int(-1), slots);
-    s.call(SEMAPHORE_ACQUIRE, slots, &["t2", "30000", "0"], int(1), slots);
-    s.call(SEMAPHORE_ACQUIRE, slots, &["t2", "30000", "1"], int(-1), slots);
-    s.call(SEMAPHORE_ACQUIRE, slots, &["t3", "30000", "1"], int(-2), slots);
+    // The permits key after the slots: set by a grant, refusing another number of permits
+    // ({-3, n}), kept alive at least as long as a slot by an extend.
+    let slots = &["sem:0", "sem:1", "sem:permits"][..];
+    s.call(
+        SEMAPHORE_ACQUIRE,
+        slots,
+        &["t1", "30000", "0", "2"],
+        int(-1),
+        slots,
+    );
+    s.call(
+        SEMAPHORE_ACQUIRE,
+        slots,
+        &["t2", "30000", "0", "2"],
+        int(1),
+        slots,
+    );
+    s.call(
+        SEMAPHORE_ACQUIRE,
+        slots,
+        &["t2", "30000", "1", "2"],
+        int(-1),
+        slots,
+    );
+    s.call(
+        SEMAPHORE_ACQUIRE,
+        slots,
+        &["t3", "30000", "1", "2"],
+        int(-2),
+        slots,
+    );
+    s.call(
+        SEMAPHORE_ACQUIRE,
+        slots,
+        &["t4", "30000", "1", "5"],
+        Value::Array(vec![int(-3), int(2)]),
+        slots,
+    );
     s.setup(&[&["DEL", "sem:0"]]);
-    s.call(SEMAPHORE_ACQUIRE, slots, &["t3", "30000", "1"], int(0), slots);
+    s.call(
+        SEMAPHORE_ACQUIRE,
+        slots,
+        &["t3", "30000", "1", "2"],
+        int(0),
+        slots,
+    );
+    let permit = &["sem:1", "sem:permits"][..];
+    s.call(SEMAPHORE_EXTEND, permit, &["t2", "60000", "2"], int(1), permit);
+    s.call(SEMAPHORE_EXTEND, permit, &["t9", "60000", "2"], int(-1), permit);
+    s.setup(&[&["DEL", "sem:permits"]]);
+    s.call(SEMAPHORE_EXTEND, permit, &["t2", "60000", "2"], int(1), permit);
+    s.setup(&[&["DEL", "sem:1"]]);
+    s.call(SEMAPHORE_EXTEND, permit, &["t2", "60000", "2"], int(0), permit);
 
     let rw = &["rw:w", "rw:r", "rw:q"][..];
     let seen = &["rw:r", "rw:q"][..];

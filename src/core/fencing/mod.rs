@@ -33,6 +33,8 @@
 //!   came first has the lower token (apply the argument at a master of `C_A ∩ C_B`).
 //!
 //! None of this needs clocks: it holds however long a client pauses and however early keys expire.
+//! Clocks enter only the repair's wait (the grace) and the start of counters that were lost on
+//! every master (the bootstrap, below).
 //!
 //! # Repair of a master that lost its counter
 //! A master that restarted without its data answers round 1 with "counter missing"; one that lost
@@ -44,12 +46,18 @@
 //! longest TTL has passed since it restarted ([`repair_due`]). Then every issued token is still held
 //! by its commit majority minus the masters that lost it, and any majority of intact masters meets
 //! that remainder, because `q + (q - k) > n - k` for a majority `q` of `n` and `k` lost masters.
-//! If *every* master answers that its counter is missing, no token was ever issued (or every
-//! master lost its data, which is outside the model) and the counters start at zero; this first
-//! repair stamps every epoch. A master that restarted with `appendfsync always` lost nothing: its
-//! counter is intact, so it is raised at once to the largest intact counter read (nothing, if it is
-//! already the highest) and its new epoch stamped, without the wait. The repair script refuses
-//! when the master's `run_id` is not the one the client judged the wait for.
+//! If *every* master answers that its counter is missing, either no token was ever issued or every
+//! master lost its counter since the last repair: the counters start at [`bootstrap_value`] (the
+//! wall clock in microseconds, and never below a counter this process or a master's record has
+//! seen), and this first repair stamps every epoch. A master whose record shows that its restart
+//! lost nothing (it persisted every write at every check, and the new incarnation does too, and it
+//! was not promoted from a replica: `core::master::record`) keeps an intact counter, so it is
+//! raised at once to the largest intact counter read (nothing, if it is already the highest) and
+//! its new epoch stamped, without the wait. What the restarted master *reports* about its
+//! persistence decides nothing: after a runtime downgrade it reports its configuration file's. The
+//! repair script refuses when the master's `run_id` is not the one the client judged the wait for,
+//! or when the grace its record holds (the longest any client declared) has not passed since its
+//! incarnation was first seen.
 //!
 //! Lua numbers are doubles: tokens are exact up to 2^53, which at a million locks per second lasts
 //! about 285 years.
@@ -165,7 +173,8 @@ pub fn set_up_elsewhere(vouchable: bool, epoch_is_current: bool, counter: u64, f
 }
 
 /// Where every counter starts when every master answers that it has none: the wall clock
-/// `wall_ms` in microseconds.
+/// `wall_ms` in microseconds, or just above `highest_seen` (the highest counter this process saw,
+/// or a master's record kept, in any incarnation) when that is higher.
 ///
 /// All counters absent at once means either a fresh deployment or that every master lost its
 /// counter since the last repair (masters without persistence restarted one after another, with no
@@ -174,9 +183,14 @@ pub fn set_up_elsewhere(vouchable: bool, epoch_is_current: bool, counter: u64, f
 /// grew by fewer than a million a second since the previous start (each token takes a majority
 /// round trip; a master serves far fewer increments than that) and the clock of the client that
 /// starts them is not behind the previous one's by as much as the time between the two losses.
+/// The floor `highest_seen` removes that clock assumption for every token the starting process saw
+/// issued, or that a surviving record remembers; it remains only for tokens neither saw.
 /// Lua reads the counters as doubles, exact below 2^53: about year 2255 in microseconds.
-pub fn bootstrap_value(wall_ms: u64) -> u64 {
-    wall_ms.saturating_mul(1_000).min(MAX_EXACT)
+pub fn bootstrap_value(wall_ms: u64, highest_seen: u64) -> u64 {
+    wall_ms
+        .saturating_mul(1_000)
+        .max(highest_seen.saturating_add(1))
+        .min(MAX_EXACT)
 }
 
 /// The largest integer a Lua number (a double) holds exactly.
@@ -258,11 +272,13 @@ mod tests {
 
     #[test]
     fn counters_start_at_the_time_so_a_second_start_is_above_the_first_ones_tokens() {
-        let first = bootstrap_value(1_700_000_000_000);
+        let first = bootstrap_value(1_700_000_000_000, 0);
         assert_eq!(first, 1_700_000_000_000_000);
         // A thousand tokens in the next second, then every counter lost: the new start is above.
-        assert!(bootstrap_value(1_700_000_001_000) > first + 1_000);
-        assert_eq!(bootstrap_value(u64::MAX), MAX_EXACT);
+        assert!(bootstrap_value(1_700_000_001_000, 0) > first + 1_000);
+        assert_eq!(bootstrap_value(u64::MAX, 0), MAX_EXACT);
+        // A clock behind (a VM before its clock synced) starts above what the process saw.
+        assert_eq!(bootstrap_value(1_000, first + 5), first + 6);
     }
 
     #[test]

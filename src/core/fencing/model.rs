@@ -5,7 +5,13 @@
 //! restarts that lose writes, clients that pause anywhere) and checks after every run that the tokens
 //! of successive holders strictly increase. Its negative controls show that it catches each flaw
 //! the protocol guards against: a commit that skips the key check, no commit round at all, a repair
-//! that skips the grace, and a lost increment unseen by a fresh client.
+//! that skips the grace, a lost increment unseen by a fresh client, and a repair judged light from
+//! what the restarted master reports.
+//!
+//! Whether a master's restart lost anything is judged as the client judges it, from reports and
+//! the master's record (`core::master::record`): a master lowered to `appendfsync everysec` at
+//! runtime (seen so by a check) that then crashes comes back reporting its configuration file's
+//! `always`. What it really lost is ground truth, kept only to drive the masters.
 //!
 //! The key may be a read-write lock's writer key (a fenced write): readers then come and go on each
 //! master at any moment, and round 1 is refused on a master where they hold (`rw_write_fenced.lua`:
@@ -13,6 +19,7 @@
 //! must hold with them in the interleaving.
 
 use super::*;
+use crate::core::master::record::{next, Missing, Record, Seen};
 use proptest::prelude::*;
 
 /// One step of the interleaving. Indices are reduced modulo the number of clients or masters.
@@ -37,8 +44,9 @@ enum Op {
     Restart(usize),
     /// A master restarts without its data.
     Wipe(usize),
-    /// A master restarts having lost its last writes (`appendfsync everysec`): its counter is
-    /// set back by up to the given amount, its keys are gone, its epoch is stale.
+    /// A master restarts having lost its last writes: its persistence was lowered at runtime
+    /// (`appendfsync everysec`, seen by a check), its counter is set back by up to the given
+    /// amount, its keys are gone, its epoch is stale, and it comes back reporting `always`.
     Lose(usize, u64),
     /// Readers join a master (a read is refused while the writer key is there; readers hold no
     /// key and draw no counter).
@@ -91,8 +99,10 @@ struct Master {
     counter: Option<u64>,
     /// When it last lost data (wiped, or lost its last writes).
     wiped_at: Option<u64>,
-    /// Whether it lost data since it was last repaired.
+    /// Whether it lost data since it was last repaired (ground truth, never read by a rule).
     lost: bool,
+    /// The record it keeps about itself, as the clients' checks wrote it.
+    record: Option<Record>,
     /// Its run, new at every restart, and the run its counter was last vouched for under.
     run: u64,
     epoch: Option<u64>,
@@ -150,6 +160,9 @@ struct Model {
     /// Whether round 1 checks the master's epoch (the real script does); without it, only a
     /// client's own floor reveals a counter that went back (for the negative control).
     epochs: bool,
+    /// The old rule, for its negative control: a repair is light when the restarted master
+    /// reports `appendfsync always`, whatever its record shows.
+    light_from_report: bool,
 }
 
 impl Model {
@@ -162,6 +175,14 @@ impl Model {
                     counter: Some(0),
                     wiped_at: None,
                     lost: false,
+                    record: Some(Record {
+                        run_id: "0".into(),
+                        since_ms: 0,
+                        lost: false,
+                        durable: true,
+                        grace_ms: 0,
+                        hwm: 0,
+                    }),
                     run: 0,
                     epoch: Some(0),
                 };
@@ -185,7 +206,38 @@ impl Model {
             grace: true,
             blind_commit: false,
             epochs: true,
+            light_from_report: false,
         }
+    }
+
+    /// The first check of master `m` after it restarted: its record judged from its report (it
+    /// says `always`, as every restart here comes back with) and from the record it had.
+    fn checked_after_restart(&mut self, m: usize) {
+        let master = &mut self.masters[m];
+        let seen = Seen {
+            run_id: master.run.to_string(),
+            now_ms: self.now,
+            durable: Some(true),
+            promoted: false,
+            counter: master.counter,
+        };
+        let record = next(master.record.as_ref(), &seen, 0, Missing::Alone);
+        if let Some(record) = record {
+            master.record = Some(record);
+        }
+    }
+
+    /// Whether a repair of master `m` may be light (no grace): its record, for its current run,
+    /// shows it lost nothing; under the old rule, it reports `always` (every restart here does).
+    fn light(&self, m: usize) -> bool {
+        if self.light_from_report {
+            return true;
+        }
+        let master = &self.masters[m];
+        master
+            .record
+            .as_ref()
+            .is_some_and(|r| r.run_id == master.run.to_string() && !r.lost)
     }
 
     fn owner(&self, c: usize) -> KeyOwner {
@@ -369,6 +421,7 @@ impl Model {
                 let master = &mut self.masters[m % n];
                 master.key = None;
                 master.run += 1;
+                self.checked_after_restart(m % n);
             }
             Op::Wipe(m) => {
                 let master = &mut self.masters[m % n];
@@ -376,18 +429,25 @@ impl Model {
                 master.readers = false;
                 master.counter = None;
                 master.epoch = None;
+                master.record = None;
                 master.run += 1;
                 master.wiped_at = Some(self.now);
                 master.lost = true;
+                self.checked_after_restart(m % n);
             }
             Op::Lose(m, d) => {
                 let master = &mut self.masters[m % n];
+                // The runtime downgrade, seen by a check before the crash.
+                if let Some(record) = master.record.as_mut() {
+                    record.durable = false;
+                }
                 master.key = None;
                 master.readers = false;
                 master.counter = master.counter.map(|v| v.saturating_sub(d));
                 master.run += 1;
                 master.wiped_at = Some(self.now);
                 master.lost = true;
+                self.checked_after_restart(m % n);
             }
             Op::Repair(m, silent) => {
                 let (m, silent) = (m % n, silent % n);
@@ -405,12 +465,13 @@ impl Model {
                 let Some(m) = (0..n).map(|j| (m + j) % n).find(|i| noticed(*i)) else {
                     return;
                 };
+                let light = self.light(m);
                 let master = &self.masters[m];
                 let epochs = self.epochs;
                 let vouched = move |i: usize, master: &Master| {
                     i != m && i != silent && (!epochs || master.epoch == Some(master.run))
                 };
-                if !master.lost {
+                if light {
                     // It lost nothing: raise it to the intact counters read and stamp its epoch.
                     let max = self
                         .masters
@@ -697,6 +758,86 @@ mod tests {
         );
     }
 
+    /// Client 0 is issued three tokens (1, 2, 3) committed on masters 0 and 1; master 2 stays at 0.
+    fn issue_three_on_0_and_1(model: &mut Model) {
+        for _ in 0..3 {
+            for op in [
+                Op::Start(0),
+                Op::Ask(0, 0),
+                Op::Ask(0, 1),
+                Op::EndRound1(0),
+                Op::Commit(0, 0),
+                Op::Commit(0, 1),
+                Op::EndCommit(0),
+                Op::Release(0),
+            ] {
+                model.step(op);
+            }
+        }
+    }
+
+    /// The light repair judged from the restarted master's report (the old rule) is caught: A is
+    /// issued its tokens on masters 0 and 1; master 1 is lowered at runtime, crashes losing its
+    /// last increments and comes back reporting `always`; repaired lightly from master 2 alone
+    /// (master 0 silent), it lets B be issued a token below A's. Judged from its record (the
+    /// downgrade was seen), the repair is a full one, waits out the grace and needs a majority of
+    /// intact counters, which master 2 alone is not: B gets nothing lower.
+    #[test]
+    fn the_model_catches_a_light_repair_judged_from_the_report() {
+        let scenario = |light_from_report: bool| {
+            let mut model = Model::new(3, 2);
+            model.light_from_report = light_from_report;
+            issue_three_on_0_and_1(&mut model);
+            model.step(Op::Lose(1, 3));
+            for op in [
+                Op::Repair(1, 0),
+                Op::Start(1),
+                Op::Ask(1, 1),
+                Op::Ask(1, 2),
+                Op::EndRound1(1),
+                Op::Commit(1, 1),
+                Op::Commit(1, 2),
+                Op::EndCommit(1),
+            ] {
+                model.step(op);
+            }
+            model
+        };
+        let old = scenario(true);
+        assert!(
+            old.check().is_err(),
+            "the light repair from the report lets tokens go back"
+        );
+        let safe = scenario(false);
+        assert!(safe.check().is_ok());
+        assert_eq!(
+            safe.issues.len(),
+            3,
+            "B is issued nothing: master 1 waits for a full repair"
+        );
+        // Random interleavings find it too.
+        use proptest::strategy::ValueTree;
+        use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+        let mut runner = TestRunner::new_with_rng(
+            Config::default(),
+            TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+        );
+        let strategy = proptest::collection::vec(op(), 100..300);
+        let mut caught = 0;
+        for _ in 0..600 {
+            let ops = strategy
+                .new_tree(&mut runner)
+                .expect("generate a sequence")
+                .current();
+            let mut old = Model::new(5, 3);
+            old.light_from_report = true;
+            if run_with(old, &ops).is_err() {
+                caught += 1;
+            }
+        }
+        eprintln!("light repair from the report: caught in {caught} of 600 random sequences");
+    }
+
     /// A master restarts having lost its last increments, and a client that never saw it (no floor
     /// there) is granted by it and a master the earlier tokens never reached: without the epoch check
     /// in round 1 that client is issued a token below one already issued; with it, the master is
@@ -706,21 +847,7 @@ mod tests {
         let scenario = |epochs: bool| {
             let mut model = Model::new(3, 2);
             model.epochs = epochs;
-            // Client 0 is issued 1, 2, 3 on masters 0 and 1; master 2 stays at 0.
-            for _ in 0..3 {
-                for op in [
-                    Op::Start(0),
-                    Op::Ask(0, 0),
-                    Op::Ask(0, 1),
-                    Op::EndRound1(0),
-                    Op::Commit(0, 0),
-                    Op::Commit(0, 1),
-                    Op::EndCommit(0),
-                    Op::Release(0),
-                ] {
-                    model.step(op);
-                }
-            }
+            issue_three_on_0_and_1(&mut model);
             // Master 0 loses those increments in a restart; client 0 then holds master 1.
             model.step(Op::Lose(0, 3));
             model.step(Op::Start(0));

@@ -13,7 +13,7 @@
 #[cfg(test)]
 mod model;
 
-pub use crate::error::PermitsError;
+pub use crate::error::{NodeErrorKind, PermitsError};
 
 /// The largest number of permits a semaphore may have: a waiter listens for the release of every
 /// slot, and a failed round's cleanup names each slot key.
@@ -55,6 +55,17 @@ impl SlotReply {
                 .map(SlotReply::Free),
         }
     }
+}
+
+/// The permits the semaphore's holders count, when a master refused the round because they count
+/// another number than the one asked for ([`NodeErrorKind::PermitsMismatch`]); `None` when none
+/// did. One such master is enough to name the mismatch: the refusal is not retried, since only
+/// the other holders' release (and their permits key's expiry) can end it.
+pub fn in_use_elsewhere<'a>(refusals: impl IntoIterator<Item = &'a NodeErrorKind>) -> Option<u32> {
+    refusals.into_iter().find_map(|kind| match kind {
+        NodeErrorKind::PermitsMismatch { in_use } => Some(*in_use),
+        _ => None,
+    })
 }
 
 /// The slot to aim at in the next round, from the hints of the masters that refused the last one:
