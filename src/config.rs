@@ -12,7 +12,7 @@ use crate::error::{BuildError, InputError};
 use crate::seam::Master;
 use crate::tls::ClientIdentity;
 
-pub use crate::names::{FENCE_COUNTER_KEY, FENCE_EPOCH_KEY, RELEASE_CHANNEL_PREFIX};
+pub use crate::names::{FENCE_COUNTER_KEY, FENCE_EPOCH_KEY, MASTER_RECORD_KEY, RELEASE_CHANNEL_PREFIX};
 
 /// Default per-node timeout for every command: 50 ms. Short relative to any sensible TTL, long
 /// enough for a loaded master on a LAN. A master slower than this counts as a no for that round.

@@ -3,22 +3,23 @@
 //! fencing counter and epoch, and the record each master keeps about itself). Both backends
 //! (processes and compose) read the masters the same way, so the scan lives below both.
 
-/// What quorlock keeps on every master for good, after the key prefix: no leak.
-pub const PERMANENT: [&str; 2] = ["quorlock:fence:", "quorlock:master"];
-
-/// Whether `key` (under `prefix`) is one of the keys quorlock keeps for good.
-pub fn permanent(key: &str, prefix: &str) -> bool {
-    key.strip_prefix(prefix)
-        .is_some_and(|rest| PERMANENT.iter().any(|p| rest.starts_with(p)))
-}
-
 use std::time::Duration;
 
+use quorlock::config::{FENCE_COUNTER_KEY, FENCE_EPOCH_KEY, MASTER_RECORD_KEY};
 use redis::AsyncCommands;
 
 use crate::checker::KeyObservation;
 use crate::history::RunClock;
 use crate::server::connect;
+
+/// What quorlock keeps on every master for good, after the key prefix: no leak.
+pub const PERMANENT: [&str; 3] = [FENCE_COUNTER_KEY, FENCE_EPOCH_KEY, MASTER_RECORD_KEY];
+
+/// Whether `key` (under `prefix`) is one of the keys quorlock keeps for good.
+pub fn permanent(key: &str, prefix: &str) -> bool {
+    key.strip_prefix(prefix)
+        .is_some_and(|rest| PERMANENT.contains(&rest))
+}
 
 /// `KEYS prefix*` and `PTTL` on every master, directly (not through proxies); a master that cannot
 /// be scanned is named in `notes`.

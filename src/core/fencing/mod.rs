@@ -281,6 +281,29 @@ mod tests {
         assert_eq!(bootstrap_value(1_000, first + 5), first + 6);
     }
 
+    proptest::proptest! {
+        /// A bootstrap never starts at or below a counter already seen, whatever the wall clock
+        /// says; the old rule (the wall clock alone) does, for a clock behind what was issued.
+        #[test]
+        fn a_bootstrap_never_starts_below_what_was_seen(wall_ms in 0u64..4_000_000_000_000, seen in 0u64..(1 << 52)) {
+            proptest::prop_assert!(bootstrap_value(wall_ms, seen) > seen);
+            let old = wall_ms.saturating_mul(1_000).min(MAX_EXACT);
+            if old <= seen {
+                // The old rule, for this input, would have issued a token already issued.
+                proptest::prop_assert!(bootstrap_value(wall_ms, seen) != old);
+            }
+        }
+    }
+
+    #[test]
+    fn the_old_bootstrap_goes_back_for_a_clock_behind() {
+        // Tokens near 1.7e15 were issued (a 2023 start); this client's clock says 1970 + 1 s.
+        let seen = 1_700_000_000_000_123;
+        let old = 1_000u64.saturating_mul(1_000);
+        assert!(old < seen, "the old rule restarts tokens below those issued");
+        assert!(bootstrap_value(1_000, seen) > seen);
+    }
+
     #[test]
     fn repair_waits_for_the_grace() {
         let t0 = Instant::now();
