@@ -16,7 +16,7 @@ use crate::core::fencing::{bootstrap_value, repair_target, set_up_elsewhere, Cou
 use crate::fanout::Fanout;
 use crate::health::Health;
 use crate::link::{Link, Masters};
-use crate::lua::FENCE_REPAIR_SCRIPT;
+use crate::lua::{eval, FENCE_REPAIR};
 use crate::names::Names;
 
 /// What one repair did.
@@ -151,21 +151,14 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
             );
             continue;
         };
-        let mut cmd = redis::cmd("EVAL");
         let grace_ms = u64::try_from(health.grace().as_millis()).unwrap_or(u64::MAX);
         // A light repair waits for nothing; a full one for the grace, which the master checks
         // too, against the longest grace its record holds (a client with longer TTLs may have
         // declared it since this client last read the record).
         let wait_ms = if light(&i) { 0 } else { grace_ms };
-        cmd.arg(FENCE_REPAIR_SCRIPT)
-            .arg(3)
-            .arg(&counter)
-            .arg(&epoch)
-            .arg(names.master_record())
-            .arg(value)
-            .arg(&run_id)
-            .arg(wait_ms);
-        match node.query(Arc::new(cmd)).await {
+        let mut call = eval(&FENCE_REPAIR, &[&counter, &epoch, &names.master_record()]);
+        call.push(value).push(&run_id).push(wait_ms);
+        match node.run_script(&call).await {
             Ok(Value::Int(-1)) => {
                 debug!(
                     node = i,

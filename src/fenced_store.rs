@@ -29,7 +29,7 @@ use redis::{FromRedisValue, Script, ToRedisArgs, Value};
 /// Default suffix of a data key's fence key: `":fence"`.
 pub const DEFAULT_FENCE_SUFFIX: &str = ":fence";
 
-use crate::lua::{FENCED_READ_SCRIPT as READ_SCRIPT, FENCED_WRITE_SCRIPT as WRITE_SCRIPT};
+use crate::lua::{FENCED_READ, FENCED_WRITE};
 
 /// Why a fenced operation did not happen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -89,8 +89,8 @@ where
         Self {
             conn,
             suffix: DEFAULT_FENCE_SUFFIX.to_owned(),
-            write: Script::new(WRITE_SCRIPT),
-            read: Script::new(READ_SCRIPT),
+            write: Script::new(FENCED_WRITE.source()),
+            read: Script::new(FENCED_READ.source()),
         }
     }
 

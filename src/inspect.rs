@@ -16,7 +16,7 @@ use tracing::instrument;
 use crate::client::Quorlock;
 use crate::core::quorum;
 use crate::error::{InputError, NodeErrorKind};
-use crate::lua::{eval, INSPECT_SCRIPT};
+use crate::lua::{eval, INSPECT};
 
 /// What one master holds under a lock's key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,10 +159,10 @@ impl Quorlock {
 
     /// Reads `key`, the lock key of `resource` or of one of its kind's keys, from every master.
     pub(crate) async fn inspect_key(&self, resource: &str, key: String) -> Inspection {
-        let cmd = std::sync::Arc::new(eval(INSPECT_SCRIPT, &[&key]));
+        let cmd = std::sync::Arc::new(eval(&INSPECT, &[&key]));
         let masters = self.inner.masters();
         let answers = join_all(masters.iter().map(|link| {
-            let reply = link.query(std::sync::Arc::clone(&cmd));
+            let reply = link.run_script(&cmd);
             async move {
                 MasterState {
                     node: link.index(),

@@ -19,7 +19,7 @@ use crate::client::Quorlock;
 use crate::core::semaphore::check_permits;
 use crate::error::{InputError, NodeErrorKind};
 use crate::inspect::Inspection;
-use crate::lua::{eval, RW_INSPECT_SCRIPT};
+use crate::lua::{eval, RW_INSPECT};
 
 /// A semaphore's state on every master, from [`Quorlock::inspect_semaphore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,13 +164,13 @@ impl Quorlock {
             return Err(InputError::EmptyResource);
         }
         let [writer, readers, waiting] = self.inner.names().rwlock(resource);
-        let cmd = Arc::new(eval(RW_INSPECT_SCRIPT, &[&readers, &waiting]));
+        let cmd = Arc::new(eval(&RW_INSPECT, &[&readers, &waiting]));
         let masters = self.inner.masters();
         let (writer, readers) = futures::join!(
             self.inspect_key(resource, writer),
             join_all(masters.iter().map(|link| {
                 let node = link.index();
-                link.query(Arc::clone(&cmd)).map(move |reply| ReadersState {
+                link.run_script(&cmd).map(move |reply| ReadersState {
                     node,
                     state: reply.and_then(parse_readers),
                 })

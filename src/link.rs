@@ -152,7 +152,7 @@ impl Link {
     /// command as built.
     pub(crate) fn call(&self, call: &Call) -> CallRequest {
         match call {
-            Call::Command(cmd) => CallRequest::Command(self.query(Arc::clone(cmd))),
+            Call::Script(call) => CallRequest::Script(self.run_script(call)),
             Call::CompareDelete {
                 key,
                 token,
@@ -363,8 +363,8 @@ impl Future for ScriptRequest {
 /// acted on it, `0` when the key was absent, `-1` when another token holds it.
 #[derive(Debug, Clone)]
 pub(crate) enum Call {
-    /// A command sent as built (an `EVAL` with its source).
-    Command(Arc<Cmd>),
+    /// A script of the kind's, by SHA1 where the connection has it cached.
+    Script(ScriptCall),
     /// A plain lock's compare-and-delete, announced on its release channel: `DELIFEQ` where the
     /// master has it, else `script`.
     CompareDelete {
@@ -400,8 +400,6 @@ pub(crate) enum Call {
 pub(crate) enum CallRequest {
     /// A script call.
     Script(ScriptRequest),
-    /// A command.
-    Command(Query),
     /// A native compare-and-act.
     Native(NativeRequest),
 }
@@ -412,7 +410,6 @@ impl Future for CallRequest {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             CallRequest::Script(request) => Pin::new(request).poll(cx),
-            CallRequest::Command(request) => Pin::new(request).poll(cx),
             CallRequest::Native(request) => Pin::new(request).poll(cx),
         }
     }

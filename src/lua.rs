@@ -27,82 +27,7 @@ use redis::{Arg, Cmd, Value};
 
 use crate::error::NodeErrorKind;
 
-/// Compare-and-delete, publishing the release on the resource's channel.
-pub(crate) const RELEASE_SCRIPT: &str = include_str!("scripts/release.lua");
-/// Compare-and-PEXPIRE.
-pub(crate) const EXTEND_SCRIPT: &str = include_str!("scripts/extend.lua");
-/// Reads type, value and PTTL of a key atomically (inspection).
-pub(crate) const INSPECT_SCRIPT: &str = include_str!("scripts/inspect.lua");
-/// Fenced round 1: SET NX and, if granted, INCR the counter.
-pub(crate) const FENCE_ACQUIRE_SCRIPT: &str = include_str!("scripts/fence_acquire.lua");
-/// Fenced round 2: raise the counter to the token while our key holds our token.
-pub(crate) const FENCE_COMMIT_SCRIPT: &str = include_str!("scripts/fence_commit.lua");
-/// Fencing repair: raise a counter to a value read from a majority.
-pub(crate) const FENCE_REPAIR_SCRIPT: &str = include_str!("scripts/fence_repair.lua");
-/// A master check's read of the record the master keeps about itself, with its run_id and clock.
-pub(crate) const MASTER_READ_SCRIPT: &str = include_str!("scripts/master_read.lua");
-/// A master check's compare-and-set write of that record.
-pub(crate) const MASTER_RECORD_SCRIPT: &str = include_str!("scripts/master_record.lua");
-/// A fenced store's write: applied only with a token at least the highest seen.
-pub(crate) const FENCED_WRITE_SCRIPT: &str = include_str!("scripts/fenced_write.lua");
-/// A fenced store's read: raises the fence to the reader's token.
-pub(crate) const FENCED_READ_SCRIPT: &str = include_str!("scripts/fenced_read.lua");
-/// A reentrant lock's acquire: a hold for the owner, unless another owner holds it.
-pub(crate) const REENTRANT_ACQUIRE_SCRIPT: &str = include_str!("scripts/reentrant_acquire.lua");
-/// A reentrant hold's release; the last one deletes the lock and announces it.
-pub(crate) const REENTRANT_RELEASE_SCRIPT: &str = include_str!("scripts/reentrant_release.lua");
-/// A reentrant hold's extend.
-pub(crate) const REENTRANT_EXTEND_SCRIPT: &str = include_str!("scripts/reentrant_extend.lua");
-/// A multi-resource lock's acquire: every key or none.
-pub(crate) const MULTI_ACQUIRE_SCRIPT: &str = include_str!("scripts/multi_acquire.lua");
-/// A multi-resource lock's release, announced per key.
-pub(crate) const MULTI_RELEASE_SCRIPT: &str = include_str!("scripts/multi_release.lua");
-/// A multi-resource lock's extend.
-pub(crate) const MULTI_EXTEND_SCRIPT: &str = include_str!("scripts/multi_extend.lua");
-/// A semaphore's acquire: take the slot aimed at, or name the first free slot.
-pub(crate) const SEMAPHORE_ACQUIRE_SCRIPT: &str = include_str!("scripts/semaphore_acquire.lua");
-/// A permit's extend: its slot's compare-and-PEXPIRE, keeping the semaphore's permits key alive.
-pub(crate) const SEMAPHORE_EXTEND_SCRIPT: &str = include_str!("scripts/semaphore_extend.lua");
-/// A read lock's acquire: join the readers unless a writer holds or waits.
-pub(crate) const RW_READ_SCRIPT: &str = include_str!("scripts/rw_read.lua");
-/// A read hold's release; the last reader announces it.
-pub(crate) const RW_READ_RELEASE_SCRIPT: &str = include_str!("scripts/rw_read_release.lua");
-/// A read hold's extend.
-pub(crate) const RW_READ_EXTEND_SCRIPT: &str = include_str!("scripts/rw_read_extend.lua");
-/// A write lock's acquire: the writer key unless a writer or readers hold; waits behind readers.
-pub(crate) const RW_WRITE_SCRIPT: &str = include_str!("scripts/rw_write.lua");
-/// A fenced write's first round: the write rule and the fencing counter's draw, in one script.
-pub(crate) const RW_WRITE_FENCED_SCRIPT: &str = include_str!("scripts/rw_write_fenced.lua");
-/// A read-write lock's readers and waiting writers, read only.
-pub(crate) const RW_INSPECT_SCRIPT: &str = include_str!("scripts/rw_inspect.lua");
-/// A waiting writer giving up.
-pub(crate) const RW_LEAVE_SCRIPT: &str = include_str!("scripts/rw_leave.lua");
-/// A fair lock's acquire: queue the ticket and take the lock at the head of the queue.
-pub(crate) const FAIR_ACQUIRE_SCRIPT: &str = concat!(
-    include_str!("scripts/fair_common.lua"),
-    include_str!("scripts/fair_acquire.lua")
-);
-/// Out of model, for the simulation's negative control only
-/// (`QuorlockBuilder::unsafe_fair_skips_queue_for_tests`): the fair acquire with its queue check
-/// taken out, so that a later ticket can take a free lock ahead of earlier waiters.
-#[cfg(feature = "seam")]
-pub(crate) const FAIR_ACQUIRE_SKIPPING_QUEUE_SCRIPT: &str = concat!(
-    include_str!("scripts/fair_common.lua"),
-    include_str!("scripts/fair_skip_queue_for_tests.lua"),
-    include_str!("scripts/fair_acquire.lua")
-);
-/// A fair lock's release, naming the next live waiter.
-pub(crate) const FAIR_RELEASE_SCRIPT: &str = concat!(
-    include_str!("scripts/fair_common.lua"),
-    include_str!("scripts/fair_release.lua")
-);
-/// A fair waiter leaving the queue.
-pub(crate) const FAIR_LEAVE_SCRIPT: &str = concat!(
-    include_str!("scripts/fair_common.lua"),
-    include_str!("scripts/fair_leave.lua")
-);
-
-/// A script the client can send by SHA1, with a slot per master to remember where it is cached.
+/// A script the client sends by SHA1, with a slot per master to remember where it is cached.
 #[derive(Debug)]
 pub(crate) struct Lua {
     /// Index into each node's record of cached scripts.
@@ -111,22 +36,107 @@ pub(crate) struct Lua {
     sha: LazyLock<String>,
 }
 
-/// How many scripts have a [`Lua`] (the size of each node's cache record).
-pub(crate) const SCRIPTS: usize = 2;
+/// Declares every script as a [`Lua`] static with the next slot, and [`ALL`], in slot order.
+macro_rules! scripts {
+    ($($(#[$doc:meta])* $name:ident = $source:expr;)*) => {
+        scripts!(@each 0usize; $($(#[$doc])* $name = $source;)*);
+        /// Every script, in slot order (the tests check the slots against it).
+        #[cfg_attr(not(test), allow(dead_code))]
+        pub(crate) static ALL: &[&Lua] = &[$(&$name),*];
+    };
+    (@each $slot:expr;) => {};
+    (@each $slot:expr; $(#[$doc:meta])* $name:ident = $source:expr; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub(crate) static $name: Lua = Lua {
+            slot: $slot,
+            source: $source,
+            sha: LazyLock::new(|| sha1_hex($source)),
+        };
+        scripts!(@each $slot + 1; $($rest)*);
+    };
+}
 
-/// The compare-and-delete release of a plain lock.
-pub(crate) static RELEASE: Lua = Lua {
-    slot: 0,
-    source: RELEASE_SCRIPT,
-    sha: LazyLock::new(|| sha1_hex(RELEASE_SCRIPT)),
-};
+scripts! {
+    /// Compare-and-delete, publishing the release on the resource's channel.
+    RELEASE = include_str!("scripts/release.lua");
+    /// Compare-and-PEXPIRE.
+    EXTEND = include_str!("scripts/extend.lua");
+    /// Reads type, value and PTTL of a key atomically (inspection).
+    INSPECT = include_str!("scripts/inspect.lua");
+    /// Fenced round 1: SET NX and, if granted, INCR the counter.
+    FENCE_ACQUIRE = include_str!("scripts/fence_acquire.lua");
+    /// Fenced round 2: raise the counter to the token while our key holds our token.
+    FENCE_COMMIT = include_str!("scripts/fence_commit.lua");
+    /// Fencing repair: raise a counter to a value read from a majority.
+    FENCE_REPAIR = include_str!("scripts/fence_repair.lua");
+    /// A master check's read of the record the master keeps about itself, with its run_id and clock.
+    MASTER_READ = include_str!("scripts/master_read.lua");
+    /// A master check's compare-and-set write of that record.
+    MASTER_RECORD = include_str!("scripts/master_record.lua");
+    /// A fenced store's write: applied only with a token at least the highest seen.
+    FENCED_WRITE = include_str!("scripts/fenced_write.lua");
+    /// A fenced store's read: raises the fence to the reader's token.
+    FENCED_READ = include_str!("scripts/fenced_read.lua");
+    /// A reentrant lock's acquire: a hold for the owner, unless another owner holds it.
+    REENTRANT_ACQUIRE = include_str!("scripts/reentrant_acquire.lua");
+    /// A reentrant hold's release; the last one deletes the lock and announces it.
+    REENTRANT_RELEASE = include_str!("scripts/reentrant_release.lua");
+    /// A reentrant hold's extend.
+    REENTRANT_EXTEND = include_str!("scripts/reentrant_extend.lua");
+    /// A multi-resource lock's acquire: every key or none.
+    MULTI_ACQUIRE = include_str!("scripts/multi_acquire.lua");
+    /// A multi-resource lock's release, announced per key.
+    MULTI_RELEASE = include_str!("scripts/multi_release.lua");
+    /// A multi-resource lock's extend.
+    MULTI_EXTEND = include_str!("scripts/multi_extend.lua");
+    /// A semaphore's acquire: take the slot aimed at, or name the first free slot.
+    SEMAPHORE_ACQUIRE = include_str!("scripts/semaphore_acquire.lua");
+    /// A permit's extend: its slot's compare-and-PEXPIRE, keeping the semaphore's permits key alive.
+    SEMAPHORE_EXTEND = include_str!("scripts/semaphore_extend.lua");
+    /// A read lock's acquire: join the readers unless a writer holds or waits.
+    RW_READ = include_str!("scripts/rw_read.lua");
+    /// A read hold's release; the last reader announces it.
+    RW_READ_RELEASE = include_str!("scripts/rw_read_release.lua");
+    /// A read hold's extend.
+    RW_READ_EXTEND = include_str!("scripts/rw_read_extend.lua");
+    /// A write lock's acquire: the writer key unless a writer or readers hold; waits behind readers.
+    RW_WRITE = include_str!("scripts/rw_write.lua");
+    /// A fenced write's first round: the write rule and the fencing counter's draw, in one script.
+    RW_WRITE_FENCED = include_str!("scripts/rw_write_fenced.lua");
+    /// A read-write lock's readers and waiting writers, read only.
+    RW_INSPECT = include_str!("scripts/rw_inspect.lua");
+    /// A waiting writer giving up.
+    RW_LEAVE = include_str!("scripts/rw_leave.lua");
+    /// A fair lock's acquire: queue the ticket and take the lock at the head of the queue.
+    FAIR_ACQUIRE = concat!(
+        include_str!("scripts/fair_common.lua"),
+        include_str!("scripts/fair_acquire.lua")
+    );
+    /// Out of model, for the simulation's negative control only
+    /// (`QuorlockBuilder::unsafe_fair_skips_queue_for_tests`): the fair acquire with its queue
+    /// check taken out, so that a later ticket can take a free lock ahead of earlier waiters. In
+    /// every build, though only a build with the `seam` feature can ask for it.
+    #[cfg_attr(not(feature = "seam"), allow(dead_code))]
+    FAIR_ACQUIRE_SKIPPING_QUEUE = concat!(
+        include_str!("scripts/fair_common.lua"),
+        include_str!("scripts/fair_skip_queue_for_tests.lua"),
+        include_str!("scripts/fair_acquire.lua")
+    );
+    /// A fair lock's release, naming the next live waiter.
+    FAIR_RELEASE = concat!(
+        include_str!("scripts/fair_common.lua"),
+        include_str!("scripts/fair_release.lua")
+    );
+    /// A fair waiter leaving the queue.
+    FAIR_LEAVE = concat!(
+        include_str!("scripts/fair_common.lua"),
+        include_str!("scripts/fair_leave.lua")
+    );
+}
 
-/// The compare-and-PEXPIRE extend of a plain lock.
-pub(crate) static EXTEND: Lua = Lua {
-    slot: 1,
-    source: EXTEND_SCRIPT,
-    sha: LazyLock::new(|| sha1_hex(EXTEND_SCRIPT)),
-};
+/// How many scripts there are (the size of each node's cache record).
+pub(crate) const SCRIPTS: usize = 29;
+const _: () = assert!(SCRIPTS == 29);
 
 /// The SHA1 Redis files `source` under.
 pub(crate) fn sha1_hex(source: &str) -> String {
@@ -167,6 +177,12 @@ pub(crate) struct ScriptCall {
 impl ScriptCall {
     /// Adds a key or an argument.
     pub(crate) fn arg<T: redis::ToRedisArgs>(mut self, arg: T) -> Self {
+        self.push(arg);
+        self
+    }
+
+    /// Adds a key or an argument, in place.
+    pub(crate) fn push<T: redis::ToRedisArgs>(&mut self, arg: T) -> &mut Self {
         // Not shared yet while it is being built: no copy is made.
         Arc::make_mut(&mut self.cmd).arg(arg);
         self
@@ -201,14 +217,15 @@ impl ScriptCall {
     }
 }
 
-/// An `EVAL` of `script` over `keys`; the caller appends the script's arguments.
-pub(crate) fn eval<K: AsRef<str>>(script: &str, keys: &[K]) -> Cmd {
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(script).arg(keys.len());
+/// A call of `script` over `keys` in its `EVALSHA` form; the caller appends the script's
+/// arguments with [`ScriptCall::push`].
+pub(crate) fn eval<K: AsRef<str>>(script: &'static Lua, keys: &[K]) -> ScriptCall {
+    let bytes = keys.iter().map(|k| k.as_ref().len()).sum();
+    let mut call = script.call(keys.len(), keys.len() + 4, bytes);
     for key in keys {
-        cmd.arg(key.as_ref());
+        call.push(key.as_ref());
     }
-    cmd
+    call
 }
 
 /// What a compare-and-act script found on one master.
@@ -285,7 +302,7 @@ mod tests {
             })
             .collect();
         assert_eq!(eval[0], b"EVAL");
-        assert_eq!(eval[1], RELEASE_SCRIPT.as_bytes());
+        assert_eq!(eval[1], RELEASE.source().as_bytes());
         assert_eq!(&eval[2..], &sha[2..]);
     }
 
@@ -295,5 +312,16 @@ mod tests {
         assert_eq!(sha1_hex(""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
         assert_eq!(RELEASE.sha().len(), 40);
         assert_ne!(RELEASE.sha(), EXTEND.sha());
+    }
+
+    #[test]
+    fn every_script_has_its_own_slot_and_sha() {
+        assert_eq!(ALL.len(), SCRIPTS);
+        for (i, script) in ALL.iter().enumerate() {
+            assert_eq!(script.slot, i, "slots follow the declaration order");
+            for other in &ALL[i + 1..] {
+                assert_ne!(script.sha(), other.sha(), "two scripts share a source");
+            }
+        }
     }
 }

@@ -15,7 +15,7 @@ use crate::core::master::{Memory, Report, Sighting};
 use crate::error::NodeErrorKind;
 use crate::fanout::Fanout;
 use crate::link::{Link, Masters};
-use crate::lua::{MASTER_READ_SCRIPT, MASTER_RECORD_SCRIPT};
+use crate::lua::{eval, MASTER_READ, MASTER_RECORD};
 use crate::names::Names;
 
 /// Starts, in the background, the checks that are due: a master unverified since a reconnect (at
@@ -273,12 +273,8 @@ pub(crate) async fn inspect(node: &Link) -> Result<(Report, Server), NodeErrorKi
 
 /// Reads the master's record with its run_id, clock and fencing counter (`master_read.lua`).
 async fn read_record(health: &Health, node: &Link, names: &Names) -> Result<RecordRead, NodeErrorKind> {
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(MASTER_READ_SCRIPT)
-        .arg(2)
-        .arg(names.master_record())
-        .arg(names.fence_counter());
-    let reply = node.query(Arc::new(cmd)).await?;
+    let call = eval(&MASTER_READ, &[names.master_record(), names.fence_counter()]);
+    let reply = node.run_script(&call).await?;
     let at = health.now();
     let bad = || NodeErrorKind::Protocol(format!("the master's record read answered {reply:?}").into());
     let Value::Array(items) = &reply else {
@@ -322,15 +318,12 @@ async fn read_record(health: &Health, node: &Link, names: &Names) -> Result<Reco
 /// Writes `next` if the record is still `raw` (`master_record.lua`): 1 written, 0 changed since,
 /// -1 restarted since.
 async fn write_record(node: &Link, names: &Names, raw: &str, next: &Record) -> Result<i64, NodeErrorKind> {
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(MASTER_RECORD_SCRIPT)
-        .arg(1)
-        .arg(names.master_record())
-        .arg(raw);
+    let mut call = eval(&MASTER_RECORD, &[names.master_record()]);
+    call.push(raw);
     for field in next.fields() {
-        cmd.arg(field);
+        call.push(field);
     }
-    match node.query(Arc::new(cmd)).await? {
+    match node.run_script(&call).await? {
         Value::Int(n) => Ok(n),
         other => Err(NodeErrorKind::Protocol(
             format!("the master's record write answered {other:?}").into(),

@@ -26,7 +26,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use redis::Cmd;
 use tokio::sync::Notify;
 use tracing::{debug, warn};
 
@@ -37,8 +36,8 @@ use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::link::{Call, Masters};
 use crate::lua::{
-    eval, int_reply, Found, EXTEND_SCRIPT, FAIR_ACQUIRE_SCRIPT as ACQUIRE_SCRIPT,
-    FAIR_LEAVE_SCRIPT as LEAVE_SCRIPT, FAIR_RELEASE_SCRIPT as RELEASE_SCRIPT,
+    eval, int_reply, Found, Lua, ScriptCall, EXTEND, FAIR_ACQUIRE as ACQUIRE, FAIR_LEAVE as LEAVE,
+    FAIR_RELEASE,
 };
 use crate::names::{release_channel, ttl_millis, FAIR_DEADLINES_SUFFIX, FAIR_QUEUE_SUFFIX, FAIR_TAG};
 use crate::ops::LockOps;
@@ -150,8 +149,8 @@ pub(crate) struct FairWaiter {
     /// Drawn for this acquisition alone: the lock's value while we hold it.
     token: Arc<str>,
     channel: String,
-    /// The acquire script: [`ACQUIRE_SCRIPT`], unless a test broke the lock on purpose.
-    acquire_script: &'static str,
+    /// The acquire script: [`ACQUIRE`], unless a test broke the lock on purpose.
+    acquire_script: &'static Lua,
 }
 
 impl fmt::Debug for FairWaiter {
@@ -172,12 +171,12 @@ impl FairWaiter {
         let channel = release_channel(&lock);
         #[cfg(feature = "seam")]
         let acquire_script = if inner.config().unsafe_fair_skips_queue {
-            crate::lua::FAIR_ACQUIRE_SKIPPING_QUEUE_SCRIPT
+            &crate::lua::FAIR_ACQUIRE_SKIPPING_QUEUE
         } else {
-            ACQUIRE_SCRIPT
+            &ACQUIRE
         };
         #[cfg(not(feature = "seam"))]
-        let acquire_script = ACQUIRE_SCRIPT;
+        let acquire_script = &ACQUIRE;
         Self {
             keys: [lock.into(), queue.into(), deadlines.into()],
             ticket,
@@ -187,19 +186,19 @@ impl FairWaiter {
         }
     }
 
-    fn acquire_cmd(&self, ttl_ms: u64, heartbeat_ms: u64) -> Cmd {
+    fn acquire_cmd(&self, ttl_ms: u64, heartbeat_ms: u64) -> ScriptCall {
         let mut cmd = eval(self.acquire_script, &self.keys);
-        cmd.arg(&self.ticket.id)
-            .arg(self.ticket.at_ms)
-            .arg(ttl_ms)
-            .arg(heartbeat_ms)
-            .arg(&*self.token);
+        cmd.push(&self.ticket.id)
+            .push(self.ticket.at_ms)
+            .push(ttl_ms)
+            .push(heartbeat_ms)
+            .push(&*self.token);
         cmd
     }
 
-    fn leave_cmd(&self) -> Cmd {
-        let mut cmd = eval(LEAVE_SCRIPT, &self.keys);
-        cmd.arg(&self.ticket.id).arg(&self.channel);
+    fn leave_cmd(&self) -> ScriptCall {
+        let mut cmd = eval(&LEAVE, &self.keys);
+        cmd.push(&self.ticket.id).push(&self.channel);
         cmd
     }
 
@@ -207,7 +206,7 @@ impl FairWaiter {
     async fn leave(&self, masters: &Masters) {
         let cmd = Arc::new(self.leave_cmd());
         let replies = futures::future::join_all(masters.iter().map(|link| {
-            link.query(Arc::clone(&cmd))
+            link.run_script(&cmd)
                 .map(|reply| reply.and_then(Found::from_reply))
         }))
         .await;
@@ -221,15 +220,15 @@ impl FairWaiter {
 
 impl LockOps for FairWaiter {
     fn extend(&self, ttl_ms: u64) -> Call {
-        let mut cmd = eval(EXTEND_SCRIPT, &self.keys[..1]);
-        cmd.arg(&*self.token).arg(ttl_ms);
-        Call::Command(Arc::new(cmd))
+        let mut cmd = eval(&EXTEND, &self.keys[..1]);
+        cmd.push(&*self.token).push(ttl_ms);
+        Call::Script(cmd)
     }
 
     fn release(&self) -> Call {
-        let mut cmd = eval(RELEASE_SCRIPT, &self.keys);
-        cmd.arg(&*self.token).arg(&self.channel).arg(&self.ticket.id);
-        Call::Command(Arc::new(cmd))
+        let mut cmd = eval(&FAIR_RELEASE, &self.keys);
+        cmd.push(&*self.token).push(&self.channel).push(&self.ticket.id);
+        Call::Script(cmd)
     }
 }
 
@@ -427,7 +426,7 @@ async fn round(
     let token = Arc::clone(&waiter.token);
     inner
         .acquire_round(resource, key, token, timing, ops, |link| {
-            link.query(Arc::clone(&cmd))
+            link.run_script(&cmd)
                 .map(|reply| match int_reply(reply?, "fair acquire")? {
                     1 => Ok(()),
                     -1 => Err(NodeErrorKind::Held),
@@ -476,7 +475,7 @@ mod tests {
             },
             token: token.into(),
             channel: "c".into(),
-            acquire_script: ACQUIRE_SCRIPT,
+            acquire_script: &ACQUIRE,
         };
         let shown = format!("{waiter:?}");
         assert!(shown.contains("p:l") && shown.contains("ff"), "{shown}");

@@ -41,7 +41,7 @@ use crate::fanout::Fanout;
 use crate::fence::repair;
 use crate::kinds::write_hold::write_ops;
 use crate::link::Link;
-use crate::lua::{Found, FENCE_ACQUIRE_SCRIPT, FENCE_COMMIT_SCRIPT, RW_WRITE_FENCED_SCRIPT};
+use crate::lua::{eval, Found, ScriptCall, FENCE_ACQUIRE, FENCE_COMMIT, RW_WRITE_FENCED};
 use crate::names::{ttl_millis, Names};
 use crate::ops::{LockOps, PlainLock};
 use crate::release::ReleaseOnDrop;
@@ -113,7 +113,7 @@ impl Claim<'_> {
         }
     }
 
-    /// The first round's script on one master, and how its answer reads.
+    /// The first round's script on one master.
     fn command(
         &self,
         names: &Names,
@@ -122,40 +122,29 @@ impl Claim<'_> {
         ttl_ms: u64,
         floor: u64,
         run_id: &str,
-    ) -> redis::Cmd {
+    ) -> ScriptCall {
         let (counter, epoch) = (names.fence_counter(), names.fence_epoch());
-        let mut cmd = redis::cmd("EVAL");
         match self {
             Claim::Plain => {
-                cmd.arg(FENCE_ACQUIRE_SCRIPT)
-                    .arg(3)
-                    .arg(key)
-                    .arg(&counter)
-                    .arg(&epoch)
-                    .arg(token)
-                    .arg(ttl_ms)
-                    .arg(floor)
-                    .arg(run_id);
+                let mut call = eval(&FENCE_ACQUIRE, &[key, &counter, &epoch]);
+                call.push(token).push(ttl_ms).push(floor).push(run_id);
+                call
             }
             Claim::Write {
                 keys,
                 waiter,
                 wait_ms,
             } => {
-                cmd.arg(RW_WRITE_FENCED_SCRIPT)
-                    .arg(5)
-                    .arg(&keys[..])
-                    .arg(&counter)
-                    .arg(&epoch)
-                    .arg(token)
-                    .arg(ttl_ms)
-                    .arg(*waiter)
-                    .arg(*wait_ms)
-                    .arg(floor)
-                    .arg(run_id);
+                let mut call = eval(&RW_WRITE_FENCED, &[keys[0], keys[1], keys[2], &counter, &epoch]);
+                call.push(token)
+                    .push(ttl_ms)
+                    .push(*waiter)
+                    .push(*wait_ms)
+                    .push(floor)
+                    .push(run_id);
+                call
             }
         }
-        cmd
     }
 
     /// Reads the first round's integer answer.
@@ -264,7 +253,7 @@ async fn acquire_on(
         health.fence_floor(index),
         &run_id,
     );
-    let reply = match node.query(Arc::new(cmd)).await? {
+    let reply = match node.run_script(&cmd).await? {
         Value::Int(n) => claim
             .reply(n)
             .ok_or_else(|| NodeErrorKind::Protocol(format!("fenced acquire returned {n}").into()))?,
@@ -327,14 +316,9 @@ async fn commit_on(
     token: &str,
     fence: u64,
 ) -> Result<(), NodeErrorKind> {
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(FENCE_COMMIT_SCRIPT)
-        .arg(2)
-        .arg(key)
-        .arg(counter)
-        .arg(token)
-        .arg(fence);
-    Found::from_reply(node.query(Arc::new(cmd)).await?)?.into_result()
+    let mut call = eval(&FENCE_COMMIT, &[key, counter]);
+    call.push(token).push(fence);
+    Found::from_reply(node.run_script(&call).await?)?.into_result()
 }
 
 /// Both rounds of one fenced acquisition; on any failure the key is released on every master.

@@ -14,15 +14,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::FutureExt;
-use redis::{Cmd, Value};
+use redis::Value;
 
 use crate::client::{Guard, Inner};
 use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::link::Call;
 use crate::lua::{
-    eval, MULTI_ACQUIRE_SCRIPT as ACQUIRE_SCRIPT, MULTI_EXTEND_SCRIPT as EXTEND_SCRIPT,
-    MULTI_RELEASE_SCRIPT as RELEASE_SCRIPT,
+    eval, ScriptCall, MULTI_ACQUIRE as ACQUIRE, MULTI_EXTEND as EXTEND, MULTI_RELEASE as RELEASE,
 };
 use crate::names::{ttl_millis, RELEASE_CHANNEL_PREFIX};
 use crate::ops::LockOps;
@@ -44,24 +43,24 @@ impl fmt::Debug for MultiLock {
 }
 
 impl MultiLock {
-    fn acquire_cmd(&self, ttl_ms: u64) -> Cmd {
-        let mut cmd = eval(ACQUIRE_SCRIPT, &self.keys);
-        cmd.arg(&*self.token).arg(ttl_ms);
+    fn acquire_cmd(&self, ttl_ms: u64) -> ScriptCall {
+        let mut cmd = eval(&ACQUIRE, &self.keys);
+        cmd.push(&*self.token).push(ttl_ms);
         cmd
     }
 }
 
 impl LockOps for MultiLock {
     fn extend(&self, ttl_ms: u64) -> Call {
-        let mut cmd = eval(EXTEND_SCRIPT, &self.keys);
-        cmd.arg(&*self.token).arg(ttl_ms);
-        Call::Command(Arc::new(cmd))
+        let mut cmd = eval(&EXTEND, &self.keys);
+        cmd.push(&*self.token).push(ttl_ms);
+        Call::Script(cmd)
     }
 
     fn release(&self) -> Call {
-        let mut cmd = eval(RELEASE_SCRIPT, &self.keys);
-        cmd.arg(&*self.token).arg(RELEASE_CHANNEL_PREFIX);
-        Call::Command(Arc::new(cmd))
+        let mut cmd = eval(&RELEASE, &self.keys);
+        cmd.push(&*self.token).push(RELEASE_CHANNEL_PREFIX);
+        Call::Script(cmd)
     }
 
     fn resources(&self) -> Option<&[String]> {
@@ -149,7 +148,7 @@ async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<
     let result = inner
         .acquire_round(&set.label, key_label.into(), token, timing, ops, |link| {
             let held = Arc::clone(&held);
-            link.query(Arc::clone(&cmd)).map(move |reply| {
+            link.run_script(&cmd).map(move |reply| {
                 let conflicts = conflicts(reply?, resources)?;
                 if conflicts.is_empty() {
                     return Ok(());

@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::FutureExt;
-use redis::Cmd;
 
 use crate::client::{Guard, Inner};
 use crate::core::kinds::majority_count;
@@ -24,8 +23,8 @@ use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::link::Call;
 use crate::lua::{
-    eval, int_reply, REENTRANT_ACQUIRE_SCRIPT as ACQUIRE_SCRIPT, REENTRANT_EXTEND_SCRIPT as EXTEND_SCRIPT,
-    REENTRANT_RELEASE_SCRIPT as RELEASE_SCRIPT,
+    eval, int_reply, ScriptCall, REENTRANT_ACQUIRE as ACQUIRE, REENTRANT_EXTEND as EXTEND,
+    REENTRANT_RELEASE as RELEASE,
 };
 use crate::names::{release_channel, ttl_millis, REENTRANT_TAG};
 use crate::ops::LockOps;
@@ -112,26 +111,26 @@ impl ReentrantHold {
         }
     }
 
-    fn acquire_cmd(&self, ttl_ms: u64) -> Cmd {
-        let mut cmd = eval(ACQUIRE_SCRIPT, &[&self.key]);
-        cmd.arg(&self.owner_field).arg(&self.hold_field).arg(ttl_ms);
+    fn acquire_cmd(&self, ttl_ms: u64) -> ScriptCall {
+        let mut cmd = eval(&ACQUIRE, &[&self.key]);
+        cmd.push(&self.owner_field).push(&self.hold_field).push(ttl_ms);
         cmd
     }
 }
 
 impl LockOps for ReentrantHold {
     fn extend(&self, ttl_ms: u64) -> Call {
-        let mut cmd = eval(EXTEND_SCRIPT, &[&self.key]);
-        cmd.arg(&self.owner_field).arg(&self.hold_field).arg(ttl_ms);
-        Call::Command(Arc::new(cmd))
+        let mut cmd = eval(&EXTEND, &[&self.key]);
+        cmd.push(&self.owner_field).push(&self.hold_field).push(ttl_ms);
+        Call::Script(cmd)
     }
 
     fn release(&self) -> Call {
-        let mut cmd = eval(RELEASE_SCRIPT, &[&self.key]);
-        cmd.arg(&self.owner_field)
-            .arg(&self.hold_field)
-            .arg(&self.channel);
-        Call::Command(Arc::new(cmd))
+        let mut cmd = eval(&RELEASE, &[&self.key]);
+        cmd.push(&self.owner_field)
+            .push(&self.hold_field)
+            .push(&self.channel);
+        Call::Script(cmd)
     }
 
     fn holds(&self) -> Option<u64> {
@@ -188,7 +187,7 @@ async fn round(
     let guard = inner
         .acquire_round(resource, key, token, timing, ops, |link| {
             let counts = Arc::clone(&counts);
-            link.query(Arc::clone(&cmd)).map(move |reply| {
+            link.run_script(&cmd).map(move |reply| {
                 let count = int_reply(reply?, "reentrant acquire")?;
                 match u64::try_from(count) {
                     Ok(count) if count > 0 => {

@@ -37,10 +37,7 @@ use crate::error::{AcquireError, NodeErrorKind};
 use crate::kinds::fenced::{self, Claim};
 use crate::kinds::write_hold::write_ops;
 use crate::link::{Call, Masters};
-use crate::lua::{
-    eval, int_reply, Found, RW_LEAVE_SCRIPT, RW_READ_EXTEND_SCRIPT, RW_READ_RELEASE_SCRIPT, RW_READ_SCRIPT,
-    RW_WRITE_SCRIPT,
-};
+use crate::lua::{eval, int_reply, Found, RW_LEAVE, RW_READ, RW_READ_EXTEND, RW_READ_RELEASE, RW_WRITE};
 use crate::names::{release_channel, ttl_millis};
 use crate::ops::LockOps;
 
@@ -85,21 +82,21 @@ impl fmt::Debug for ReadHold {
 
 impl LockOps for ReadHold {
     fn extend(&self, ttl_ms: u64) -> Call {
-        let mut cmd = eval(RW_READ_EXTEND_SCRIPT, &[&*self.readers]);
-        cmd.arg(&*self.token).arg(ttl_ms);
-        Call::Command(Arc::new(cmd))
+        let mut cmd = eval(&RW_READ_EXTEND, &[&*self.readers]);
+        cmd.push(&*self.token).push(ttl_ms);
+        Call::Script(cmd)
     }
 
     fn release(&self) -> Call {
-        let mut cmd = eval(RW_READ_RELEASE_SCRIPT, &[&*self.readers]);
-        cmd.arg(&*self.token).arg(&self.channel);
-        Call::Command(Arc::new(cmd))
+        let mut cmd = eval(&RW_READ_RELEASE, &[&*self.readers]);
+        cmd.push(&*self.token).push(&self.channel);
+        Call::Script(cmd)
     }
 
     fn cleanup(&self) -> Call {
-        let mut cmd = eval(RW_READ_RELEASE_SCRIPT, &[&*self.readers]);
-        cmd.arg(&*self.token).arg("");
-        Call::Command(Arc::new(cmd))
+        let mut cmd = eval(&RW_READ_RELEASE, &[&*self.readers]);
+        cmd.push(&*self.token).push("");
+        Call::Script(cmd)
     }
 
     fn is_read(&self) -> Option<bool> {
@@ -149,8 +146,8 @@ async fn read_round(
     timing: Timing,
 ) -> Result<Guard, AcquireError> {
     let token = inner.entropy().token()?;
-    let mut cmd = eval(RW_READ_SCRIPT, &keys.all());
-    cmd.arg(&*token).arg(ttl_millis(timing.ttl()));
+    let mut cmd = eval(&RW_READ, &keys.all());
+    cmd.push(&*token).push(ttl_millis(timing.ttl()));
     let cmd = Arc::new(cmd);
     let readers: Arc<str> = Arc::from(keys.readers.as_str());
     let hold = ReadHold {
@@ -161,8 +158,7 @@ async fn read_round(
     let ops: Arc<dyn LockOps> = Arc::new(hold);
     inner
         .acquire_round(resource, readers, token, timing, ops, |link| {
-            link.query(Arc::clone(&cmd))
-                .map(|reply| vote(reply, "read acquire"))
+            link.run_script(&cmd).map(|reply| vote(reply, "read acquire"))
         })
         .await
 }
@@ -236,17 +232,16 @@ async fn write_round(
     let token = inner.entropy().token()?;
     let ttl_ms = ttl_millis(timing.ttl());
     let keys = &waiter.keys;
-    let mut cmd = eval(RW_WRITE_SCRIPT, &keys.all());
+    let mut cmd = eval(&RW_WRITE, &keys.all());
     // A refused writer waits for as long as it asked to hold the lock: long enough to span the
     // pauses between its rounds, and no longer than a crashed writer's key would block anyone.
-    cmd.arg(&*token).arg(ttl_ms).arg(&waiter.id).arg(ttl_ms);
+    cmd.push(&*token).push(ttl_ms).push(&waiter.id).push(ttl_ms);
     let cmd = Arc::new(cmd);
     let key: Arc<str> = Arc::from(keys.writer.as_str());
     let ops: Arc<dyn LockOps> = write_ops(&key, &token);
     inner
         .acquire_round(resource, key, token, timing, ops, |link| {
-            link.query(Arc::clone(&cmd))
-                .map(|reply| vote(reply, "write acquire"))
+            link.run_script(&cmd).map(|reply| vote(reply, "write acquire"))
         })
         .await
 }
@@ -263,11 +258,11 @@ struct Waiter {
 impl Waiter {
     /// Takes the waiter id off every master; a failure only leaves it to lapse.
     async fn leave(&self) {
-        let mut cmd = eval(RW_LEAVE_SCRIPT, &[&self.keys.waiting]);
-        cmd.arg(&self.id).arg(release_channel(&self.keys.writer));
+        let mut cmd = eval(&RW_LEAVE, &[&self.keys.waiting]);
+        cmd.push(&self.id).push(release_channel(&self.keys.writer));
         let cmd = Arc::new(cmd);
         let replies = futures::future::join_all(self.masters.iter().map(|link| {
-            link.query(Arc::clone(&cmd))
+            link.run_script(&cmd)
                 .map(|reply| reply.and_then(Found::from_reply))
         }))
         .await;

@@ -23,7 +23,7 @@ use crate::core::semaphore::{aim, check_permits, in_use_elsewhere, SlotReply};
 use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::link::Call;
-use crate::lua::{eval, int_reply, SEMAPHORE_ACQUIRE_SCRIPT, SEMAPHORE_EXTEND_SCRIPT};
+use crate::lua::{eval, int_reply, SEMAPHORE_ACQUIRE, SEMAPHORE_EXTEND};
 use crate::names::ttl_millis;
 use crate::ops::{LockOps, PlainLock};
 
@@ -52,9 +52,9 @@ impl fmt::Debug for Permit {
 
 impl LockOps for Permit {
     fn extend(&self, ttl_ms: u64) -> Call {
-        let mut cmd = eval(SEMAPHORE_EXTEND_SCRIPT, &self.keys);
-        cmd.arg(&*self.token).arg(ttl_ms).arg(self.permits);
-        Call::Command(Arc::new(cmd))
+        let mut cmd = eval(&SEMAPHORE_EXTEND, &self.keys);
+        cmd.push(&*self.token).push(ttl_ms).push(self.permits);
+        Call::Script(cmd)
     }
 
     fn release(&self) -> Call {
@@ -160,11 +160,11 @@ async fn round(
         permits: sem.permits,
     };
     let key: Arc<str> = Arc::from(key.as_str());
-    let mut cmd = eval(SEMAPHORE_ACQUIRE_SCRIPT, &sem.keys);
-    cmd.arg(&*token)
-        .arg(ttl_millis(timing.ttl()))
-        .arg(slot)
-        .arg(sem.permits);
+    let mut cmd = eval(&SEMAPHORE_ACQUIRE, &sem.keys);
+    cmd.push(&*token)
+        .push(ttl_millis(timing.ttl()))
+        .push(slot)
+        .push(sem.permits);
     let cmd = Arc::new(cmd);
     let ops: Arc<dyn LockOps> = Arc::new(permit);
     let hints: Arc<Mutex<Vec<SlotReply>>> = Arc::new(Mutex::new(Vec::new()));
@@ -172,7 +172,7 @@ async fn round(
     let result = inner
         .acquire_round(sem.resource, key, token, timing, ops, |link| {
             let hints = Arc::clone(&hints);
-            link.query(Arc::clone(&cmd)).map(move |reply| {
+            link.run_script(&cmd).map(move |reply| {
                 let code = match reply? {
                     Value::Array(items) => {
                         return match mismatch_reply(&items) {

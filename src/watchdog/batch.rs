@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use futures::stream::{FuturesUnordered, StreamExt};
-use redis::{Arg, Cmd, Value};
+use redis::{Cmd, Value};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -20,7 +20,7 @@ use crate::core::renewal::{self, Verdict};
 use crate::core::{Decision, Tally, Vote};
 use crate::error::NodeErrorKind;
 use crate::link::{compare_extend, Call, Masters};
-use crate::lua::{sha1_hex, Lua};
+use crate::lua::Lua;
 use crate::metrics::{self, Cause};
 use crate::names::ttl_millis;
 
@@ -66,10 +66,10 @@ pub(super) async fn renew(
                 let ttl_ms = ttl_millis(d.ttl);
                 // Built by SHA1 from the start where the kind allows it: no source copied per lock.
                 let (cmd, native) = match d.held.ops.extend(ttl_ms) {
-                    Call::Command(cmd) => (
-                        scripts.by_sha(Arc::try_unwrap(cmd).unwrap_or_else(|shared| (*shared).clone())),
-                        None,
-                    ),
+                    Call::Script(call) => {
+                        scripts.load(call.script());
+                        (call.into_by_sha(), None)
+                    }
                     Call::CompareExtend {
                         key,
                         token,
@@ -257,85 +257,30 @@ impl Round {
     }
 }
 
-/// The scripts seen in renewal commands, by source, with their SHA1.
+/// The scripts a tick's renewals use, for the `SCRIPT LOAD` at the head of its pipelines.
 #[derive(Default)]
 pub(super) struct Scripts {
-    known: Vec<(Vec<u8>, String)>,
-    /// Indexes into `known` used by the tick being built.
-    used: Vec<usize>,
+    /// The scripts the tick being built uses, each once.
+    used: Vec<&'static Lua>,
 }
 
 impl Scripts {
-    /// Rewrites `EVAL source ...` as `EVALSHA sha ...`; any other command is returned unchanged.
-    fn by_sha(&mut self, cmd: Cmd) -> Cmd {
-        self.rewrite(&cmd).unwrap_or(cmd)
-    }
-
-    fn rewrite(&mut self, cmd: &Cmd) -> Option<Cmd> {
-        let mut args = cmd.args_iter();
-        let (Some(Arg::Simple(name)), Some(Arg::Simple(source))) = (args.next(), args.next()) else {
-            return None;
-        };
-        if !name.eq_ignore_ascii_case(b"EVAL") {
-            return None;
-        }
-        let index = match self
-            .known
-            .iter()
-            .position(|(known, _)| known.as_slice() == source)
-        {
-            Some(index) => index,
-            None => {
-                let text = std::str::from_utf8(source).ok()?;
-                let sha = sha1_hex(text);
-                self.known.push((source.to_vec(), sha));
-                self.known.len() - 1
-            }
-        };
-        let mut out = redis::cmd("EVALSHA");
-        out.arg(self.known.get(index)?.1.as_str());
-        for arg in args {
-            match arg {
-                Arg::Simple(bytes) => {
-                    out.arg(bytes);
-                }
-                _ => return None,
-            }
-        }
-        if !self.used.contains(&index) {
-            self.used.push(index);
-        }
-        Some(out)
-    }
-
     /// Marks a script the tick uses, for its `SCRIPT LOAD`.
     fn load(&mut self, script: &'static Lua) {
-        let index = match self.known.iter().position(|(_, sha)| sha == script.sha()) {
-            Some(index) => index,
-            None => {
-                self.known
-                    .push((script.source().as_bytes().to_vec(), script.sha().to_owned()));
-                self.known.len() - 1
-            }
-        };
-        if !self.used.contains(&index) {
-            self.used.push(index);
+        if !self.used.iter().any(|s| s.slot == script.slot) {
+            self.used.push(script);
         }
     }
 
     /// `SCRIPT LOAD` of every script the tick uses, to lead its pipeline; resets the tick's list.
     fn loads(&mut self) -> Vec<Cmd> {
-        let loads = self
-            .used
-            .iter()
-            .filter_map(|i| self.known.get(*i))
-            .map(|(source, _)| {
+        self.used
+            .drain(..)
+            .map(|script| {
                 let mut load = redis::cmd("SCRIPT");
-                load.arg("LOAD").arg(source.as_slice());
+                load.arg("LOAD").arg(script.source());
                 load
             })
-            .collect();
-        self.used.clear();
-        loads
+            .collect()
     }
 }
