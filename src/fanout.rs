@@ -6,6 +6,10 @@
 //! is already boxed once by the seam, so the set boxes nothing more) and every poll of the set polls
 //! each request still pending, in turn, with the caller's waker; at N masters that is at most N
 //! cheap polls per wake-up. Each request comes tagged with the master it went to.
+//!
+//! It is the crate's one tool for running requests side by side: [`all`] runs any set of futures
+//! (a check of every master, the subscriptions of a wait, an inspection) to completion and hands
+//! back every output in order.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -83,6 +87,26 @@ impl<F: Future + Unpin> Stream for Fanout<F> {
     }
 }
 
+/// Runs every one of `requests` at once and returns their outputs, in the order given.
+///
+/// Each request is boxed once here, so any future will do (an `async` block included); the ones
+/// the seam already boxes can go straight into a [`Fanout`] instead.
+pub(crate) async fn all<F: Future>(requests: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    use futures::StreamExt;
+    let mut set: Fanout<Pin<Box<F>>> = requests
+        .into_iter()
+        .enumerate()
+        .map(|(i, request)| (i, Box::pin(request)))
+        .collect();
+    let mut outputs: Vec<Option<F::Output>> = (0..set.slots.len()).map(|_| None).collect();
+    while let Some((i, output)) = set.next().await {
+        if let Some(slot) = outputs.get_mut(i) {
+            *slot = Some(output);
+        }
+    }
+    outputs.into_iter().flatten().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +142,21 @@ mod tests {
         assert_eq!(order, vec![(1, 10), (2, 20), (0, 30)]);
         assert!(set.is_empty());
         assert_eq!(set.next().await, None);
+    }
+
+    #[tokio::test]
+    async fn all_returns_every_output_in_the_order_given() {
+        tokio::time::pause();
+        let outputs = all([30u64, 10, 20].into_iter().map(|ms| async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            ms
+        }))
+        .await;
+        assert_eq!(outputs, vec![30, 10, 20]);
+        assert_eq!(
+            all(std::iter::empty::<std::future::Ready<()>>()).await,
+            Vec::<()>::new()
+        );
     }
 
     #[tokio::test]

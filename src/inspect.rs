@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use futures::future::join_all;
 use redis::Value;
 use tracing::instrument;
 
@@ -161,7 +160,7 @@ impl Quorlock {
     pub(crate) async fn inspect_key(&self, resource: &str, key: String) -> Inspection {
         let cmd = std::sync::Arc::new(eval(&INSPECT, &[&key]));
         let masters = self.inner.masters();
-        let answers = join_all(masters.iter().map(|link| {
+        let answers = crate::fanout::all(masters.iter().map(|link| {
             let reply = link.run_script(&cmd);
             async move {
                 MasterState {

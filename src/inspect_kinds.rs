@@ -10,7 +10,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures::future::join_all;
 use futures::FutureExt;
 use redis::Value;
 use tracing::instrument;
@@ -146,7 +145,7 @@ impl Quorlock {
         }
         let permits = check_permits(permits)?;
         let keys = self.inner.names().slots(resource, permits);
-        let slots = join_all(keys.into_iter().map(|key| self.inspect_key(resource, key))).await;
+        let slots = crate::fanout::all(keys.into_iter().map(|key| self.inspect_key(resource, key))).await;
         Ok(SemaphoreInspection {
             resource: resource.to_owned(),
             slots,
@@ -168,7 +167,7 @@ impl Quorlock {
         let masters = self.inner.masters();
         let (writer, readers) = futures::join!(
             self.inspect_key(resource, writer),
-            join_all(masters.iter().map(|link| {
+            crate::fanout::all(masters.iter().map(|link| {
                 let node = link.index();
                 link.run_script(&cmd).map(move |reply| ReadersState {
                     node,

@@ -394,7 +394,7 @@ impl Waiter {
     pub(crate) async fn listen(&self, timeout: Duration) -> usize {
         let hub = &self.hub;
         let channel = &self.channel;
-        let results = futures::future::join_all(hub.masters.iter().map(|master| async move {
+        let results = crate::fanout::all(hub.masters.iter().map(|master| async move {
             hub.clock
                 .timeout(timeout, master.ensure(hub, channel))
                 .await
@@ -499,7 +499,7 @@ mod tests {
             rx.borrow_and_update();
         }
         let later = tokio::time::Instant::now() + Duration::from_secs(3600);
-        let woken = futures::future::join_all(plain.iter().map(|w| w.woken_before(later))).await;
+        let woken = crate::fanout::all(plain.iter().map(|w| w.woken_before(later))).await;
         assert_eq!(
             woken.iter().filter(|w| **w).count(),
             1,

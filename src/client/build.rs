@@ -69,7 +69,7 @@ impl QuorlockBuilder {
         let pings = links
             .iter()
             .map(|link| async move { (link, link.ping(connect_timeout).await) });
-        for (link, result) in futures::future::join_all(pings).await {
+        for (link, result) in crate::fanout::all(pings).await {
             match result {
                 Ok(()) => {}
                 Err(NodeErrorKind::Auth(message)) => {

@@ -217,7 +217,7 @@ pub(crate) async fn check_at_build(health: &Health, masters: &Masters, names: &N
             None => warn::unchecked(node),
         }
     });
-    futures::future::join_all(settles).await;
+    crate::fanout::all(settles).await;
     health.publish(masters);
 }
 

@@ -205,7 +205,7 @@ impl FairWaiter {
     /// Takes the ticket out of the queue on every master; failures only cost a heartbeat.
     async fn leave(&self, masters: &Masters) {
         let cmd = Arc::new(self.leave_cmd());
-        let replies = futures::future::join_all(masters.iter().map(|link| {
+        let replies = crate::fanout::all(masters.iter().map(|link| {
             link.run_script(&cmd)
                 .map(|reply| reply.and_then(Found::from_reply))
         }))

@@ -261,7 +261,7 @@ impl Waiter {
         let mut cmd = eval(&RW_LEAVE, &[&self.keys.waiting]);
         cmd.push(&self.id).push(release_channel(&self.keys.writer));
         let cmd = Arc::new(cmd);
-        let replies = futures::future::join_all(self.masters.iter().map(|link| {
+        let replies = crate::fanout::all(self.masters.iter().map(|link| {
             link.run_script(&cmd)
                 .map(|reply| reply.and_then(Found::from_reply))
         }))

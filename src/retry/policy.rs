@@ -180,7 +180,7 @@ impl<'a> ReleaseWake<'a> {
         let listening = match current {
             None if contended => {
                 let waiters: Vec<Waiter> = self.keys.iter().map(|k| self.waits.waiter(k)).collect();
-                let subscribed = futures::future::join_all(waiters.iter().map(|w| w.listen(timeout))).await;
+                let subscribed = crate::fanout::all(waiters.iter().map(|w| w.listen(timeout))).await;
                 if subscribed.iter().all(|n| *n == 0) {
                     self.waits.warn_polling(&self.keys.join(", "));
                     *lock(&self.listening) = Some(Arc::new(Listening::new(Vec::new())));
@@ -198,7 +198,7 @@ impl<'a> ReleaseWake<'a> {
             }
         };
         // Re-subscribes on masters that reconnected (a no-op otherwise), within this pause.
-        let relisten = futures::future::join_all(listening.waiters.iter().map(|w| w.listen(timeout)));
+        let relisten = crate::fanout::all(listening.waiters.iter().map(|w| w.listen(timeout)));
         let _ = clock.timeout_at(until, relisten).await;
         let mut watching: Vec<_> = listening.waiters.iter().map(Waiter::releases).collect();
         let now: Vec<u64> = watching.iter_mut().map(|rx| *rx.borrow_and_update()).collect();
@@ -345,7 +345,7 @@ async fn free_in(masters: &Masters, key: &str) -> Option<Duration> {
     let mut cmd = redis::cmd("PTTL");
     cmd.arg(key);
     let cmd = Arc::new(cmd);
-    let replies = futures::future::join_all(masters.iter().map(|link| link.query(Arc::clone(&cmd)))).await;
+    let replies = crate::fanout::all(masters.iter().map(|link| link.query(Arc::clone(&cmd)))).await;
     let answers = replies.into_iter().map(|reply| match reply {
         Ok(Value::Int(ms)) => Pttl::from_reply(ms),
         _ => Pttl::Unknown,

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use futures::stream::{FuturesUnordered, StreamExt};
+use futures::stream::StreamExt;
 use redis::{Cmd, Value};
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::core::renewal::{self, Verdict};
 use crate::core::{Decision, Tally, Vote};
 use crate::error::NodeErrorKind;
+use crate::fanout::Fanout;
 use crate::link::{compare_extend, Call, Masters};
 use crate::lua::Lua;
 use crate::metrics::{self, Cause};
@@ -136,16 +137,17 @@ pub(super) async fn renew(
     // stalled master must not hold up the tick, and with it every other lock's renewal. A master
     // too slow for this tick counts as a no; the next tick retries inside the remaining validity.
     let pipe = Arc::new(pipe);
-    let mut pending: FuturesUnordered<_> = masters_of
+    let mut pending: Fanout<_> = masters_of
         .iter()
         .map(|link| {
             let batch = match &native_pipe {
                 Some(native) if link.capabilities().set_ifeq => native,
                 _ => &pipe,
             };
-            let sent = link.master().send_batch(Arc::clone(batch), skip, count, timeout);
-            let node = link.index();
-            async move { (node, sent.await) }
+            (
+                link.index(),
+                link.master().send_batch(Arc::clone(batch), skip, count, timeout),
+            )
         })
         .collect();
     let mut answered = 0;
