@@ -19,7 +19,7 @@ use tracing::{debug, Span};
 use crate::background::Background;
 use crate::clock::Clock;
 use crate::core::round::round_error;
-use crate::core::{Decision, Failure, Tally, Timing, Vote};
+use crate::core::{Decision, Tally, Timing, Vote};
 use crate::error::{AcquireError, NodeErrorKind, NodeFailure};
 use crate::fanout::Fanout;
 use crate::health::Health;
@@ -180,11 +180,8 @@ impl Round<'_> {
                         debug!(node, addr = self.masters.addr(node), ?vote, "master replied");
                         tally.handle_reply(node, vote, now.into_std())
                     }
-                    // Every master has answered: the tally is decided unless something is badly wrong.
-                    None => match tally.poll(self.clock.now().into_std()) {
-                        Decision::Pending => Decision::Failed(Failure::NoQuorum),
-                        decided => decided,
-                    },
+                    // Every request has ended: the tally decides what is left.
+                    None => tally.all_answered(self.clock.now().into_std()),
                 },
                 () = time_decides.as_mut(), if timed => {
                     let decided = tally.poll(self.clock.now().into_std());

@@ -78,11 +78,56 @@ impl RetryPlan {
     }
 }
 
+impl RetryPlan {
+    /// Whether another attempt may start after `attempts`, with `elapsed` of the wait spent: the
+    /// same rule as [`RetryPlan::next_delay`] with no delay, for a policy that waits on something
+    /// else than a delay (a release announcement, an expiry).
+    pub fn may_try_again(&self, attempts: u32, elapsed: Duration) -> bool {
+        self.next_delay(attempts, elapsed, Duration::ZERO).is_some()
+    }
+}
+
+/// How long a waiter on a held lock waits before it looks again when no release is announced: until
+/// the lock frees on a majority (`free_in`, from the masters' PTTLs; `None` when too few answered),
+/// at most `cap`, and a little past it by `jitter` so that waiters do not all retry at one instant.
+pub fn fallback_wait(free_in: Option<Duration>, cap: Duration, jitter: Duration) -> Duration {
+    free_in.unwrap_or(cap).min(cap).saturating_add(jitter)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
     use rand::{rngs::StdRng, SeedableRng};
+
+    proptest! {
+        /// The give-up rule of a policy that waits on announcements is the delay rule's with no
+        /// delay: it stops exactly when the count is spent or the wait is over.
+        #[test]
+        fn trying_again_follows_the_count_and_the_wait(
+            max_attempts in 1u32..10, wait_ms in 0u64..5_000, attempts in 0u32..12, elapsed_ms in 0u64..6_000,
+        ) {
+            let plan = RetryPlan { max_attempts, wait: Duration::from_millis(wait_ms) };
+            let again = plan.may_try_again(attempts, Duration::from_millis(elapsed_ms));
+            prop_assert_eq!(again, attempts < max_attempts && elapsed_ms < wait_ms);
+        }
+
+        /// The fallback wait never exceeds its cap plus the jitter, and is never shorter than the
+        /// lock's own expiry when that is within the cap.
+        #[test]
+        fn the_fallback_waits_for_the_expiry_within_its_cap(
+            free_ms in prop::option::of(0u64..5_000), cap_ms in 1u64..2_000, jitter_ms in 0u64..50,
+        ) {
+            let cap = Duration::from_millis(cap_ms);
+            let jitter = Duration::from_millis(jitter_ms);
+            let wait = fallback_wait(free_ms.map(Duration::from_millis), cap, jitter);
+            prop_assert!(wait <= cap + jitter);
+            prop_assert!(wait >= jitter);
+            if let Some(free) = free_ms.filter(|f| *f <= cap_ms) {
+                prop_assert_eq!(wait, Duration::from_millis(free) + jitter);
+            }
+        }
+    }
 
     #[test]
     fn rejects_jitter_wider_than_delay() {

@@ -41,5 +41,5 @@ pub mod tally;
 pub mod timing;
 
 pub use backoff::{Backoff, RetryPlan};
-pub use tally::{Decision, Failure, Tally, Vote};
+pub use tally::{Decision, Tally, Vote};
 pub use timing::{drift, quorum, Timing};

@@ -37,6 +37,13 @@ pub fn round_error(
     }
 }
 
+/// Whether a round over `masters` masters, `permanent` of which failed for good (rejected
+/// credentials, a key of another type), can still be won later: enough masters are left for the
+/// `required` majority.
+pub fn still_winnable(masters: usize, permanent: usize, required: usize) -> bool {
+    masters.saturating_sub(permanent) >= required
+}
+
 /// Two positions of the masters' list that answered with the same `run_id`: one server under two
 /// names (a host name and an address), which would vote twice. `ids` holds each master's `run_id`
 /// where it is known; the first such pair is returned, lowest positions first.

@@ -173,6 +173,17 @@ impl Tally {
         }
         self.decision
     }
+
+    /// Decides a round with no reply left to wait for (every request has ended): whatever time
+    /// says, and a round still undecided then is lost for want of a majority. (Every master's
+    /// answer decides a round on its own, so this only closes what requests that ended without a
+    /// reply left open.)
+    pub fn all_answered(&mut self, now: Instant) -> Decision {
+        if self.poll(now) == Decision::Pending {
+            self.decision = Decision::Failed(Failure::NoQuorum);
+        }
+        self.decision
+    }
 }
 
 #[cfg(test)]
@@ -182,6 +193,19 @@ mod tests {
 
     fn timing(ttl_ms: u64) -> Timing {
         Timing::new(Duration::from_millis(ttl_ms), 0.01, Duration::ZERO).expect("valid timing")
+    }
+
+    #[test]
+    fn a_round_with_nothing_left_to_wait_for_is_decided() {
+        let t0 = Instant::now();
+        let mut tally = Tally::new(3, timing(10_000), t0);
+        tally.handle_reply(0, Vote::Yes, t0);
+        // The other two requests ended without a reply (dropped): no majority.
+        assert_eq!(tally.all_answered(t0), Decision::Failed(Failure::NoQuorum));
+        let mut tally = Tally::new(3, timing(10_000), t0);
+        tally.handle_reply(0, Vote::Yes, t0);
+        tally.handle_reply(1, Vote::Yes, t0);
+        assert!(matches!(tally.all_answered(t0), Decision::Acquired { .. }));
     }
 
     #[test]

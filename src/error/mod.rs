@@ -342,7 +342,7 @@ impl AcquireError {
                 ..
             } => {
                 let permanent = failures.iter().filter(|f| f.kind.is_permanent()).count();
-                masters.saturating_sub(permanent) >= *required
+                crate::core::round::still_winnable(*masters, permanent, *required)
             }
             AcquireError::TooSlow { .. } | AcquireError::Exhausted { .. } | AcquireError::Queued { .. } => {
                 true

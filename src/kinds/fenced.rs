@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn, Span};
 
 use crate::client::{Guard, Inner};
-use crate::core::fencing::{fencing_token, AcquireReply};
+use crate::core::fencing::{after_repair, fencing_token, AcquireReply, AfterRepair};
 use crate::core::round::round_error;
 use crate::core::rwlock::fenced_write_reply;
 use crate::core::{Decision, RetryPlan, Tally, Timing, Vote};
@@ -195,17 +195,17 @@ pub(crate) async fn fenced_round(
         match &result {
             Err(err) if asked_for_repair(err) => {
                 let before = waiting();
-                let mut outcome = repair().await;
-                // Another client setting the counters up goes master by master: give it a moment
-                // rather than give up on the counters it has yet to reach.
                 let mut pauses = 0;
-                while outcome.repaired == 0 && waiting() >= before && outcome.under_way && pauses < n {
-                    inner.clock().sleep(SET_UP_PAUSE).await;
-                    outcome = repair().await;
-                    pauses += 1;
-                }
-                if outcome.repaired == 0 && waiting() >= before {
-                    break;
+                loop {
+                    let outcome = repair().await;
+                    match after_repair(outcome.repaired, before, waiting(), outcome.under_way, pauses, n) {
+                        AfterRepair::Retry => break,
+                        AfterRepair::Pause => {
+                            inner.clock().sleep(SET_UP_PAUSE).await;
+                            pauses += 1;
+                        }
+                        AfterRepair::Stop => return result,
+                    }
                 }
                 result = two_rounds(inner, resource, timing, claim).await;
             }

@@ -19,16 +19,13 @@ use futures::FutureExt;
 use redis::Value;
 
 use crate::client::{Guard, Inner};
-use crate::core::semaphore::{aim, check_permits, in_use_elsewhere, SlotReply};
+use crate::core::semaphore::{aim, check_permits, in_use_elsewhere, reaim, Reaim, SlotReply};
 use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
 use crate::link::Call;
 use crate::lua::{eval, int_reply, SEMAPHORE_ACQUIRE, SEMAPHORE_EXTEND};
 use crate::names::ttl_millis;
 use crate::ops::{LockOps, PlainLock};
-
-/// How many rounds one attempt makes at most, re-aiming at once at a slot the masters named free.
-const ROUNDS_PER_ATTEMPT: usize = 4;
 
 /// A held permit: the plain lock on its slot key, and which slot it is. Its extend also keeps the
 /// semaphore's permits key alive (`semaphore_extend.lua`), so that key outlives every slot held.
@@ -111,7 +108,8 @@ pub(crate) async fn acquire(
     }
 }
 
-/// Rounds until one wins, the masters name no other free slot, or [`ROUNDS_PER_ATTEMPT`] are made.
+/// Rounds until one wins, the masters name no other free slot, or
+/// [`ROUNDS_PER_ATTEMPT`](crate::core::semaphore::ROUNDS_PER_ATTEMPT) are made.
 async fn attempt(inner: &Arc<Inner>, sem: &Semaphore<'_>, timing: Timing) -> Result<Guard, AcquireError> {
     let mut rounds = 0;
     loop {
@@ -122,14 +120,14 @@ async fn attempt(inner: &Arc<Inner>, sem: &Semaphore<'_>, timing: Timing) -> Res
             Ok(guard) => return Ok(guard),
             Err(error) => error,
         };
-        match aim(&hints) {
-            Some(next) => {
-                sem.aim.store(next, Ordering::Relaxed);
-                if next == slot || rounds >= ROUNDS_PER_ATTEMPT || !error.is_retryable() {
-                    return Err(error);
+        match reaim(aim(&hints), slot, rounds, error.is_retryable()) {
+            Reaim::Again(next) => sem.aim.store(next, Ordering::Relaxed),
+            Reaim::Stop(next) => {
+                if let Some(next) = next {
+                    sem.aim.store(next, Ordering::Relaxed);
                 }
+                return Err(error);
             }
-            None => return Err(error),
         }
     }
 }

@@ -19,6 +19,7 @@ use tracing::debug;
 
 use super::{Next, Policy};
 use crate::clock::{later, Clock};
+use crate::core::backoff::fallback_wait;
 use crate::core::expiry::{self, Pttl};
 use crate::core::{self, RetryPlan};
 use crate::error::AcquireError;
@@ -226,6 +227,8 @@ pub(crate) struct ReleaseOrExpiry<'a> {
     /// announcements are off.
     backoff: Backoff<Delay>,
     plan: RetryPlan,
+    /// When the wait began, and when it ends.
+    started: Instant,
     deadline: Instant,
     waits: &'a Waits,
     masters: &'a Masters,
@@ -274,6 +277,7 @@ impl<'a> ReleaseOrExpiry<'a> {
                 Delay(settings.clock),
             ),
             plan: settings.plan,
+            started,
             deadline: deadline(started, settings.plan),
             waits,
             masters,
@@ -302,7 +306,8 @@ impl Policy for ReleaseOrExpiry<'_> {
             return self.backoff.pause(attempts, err).await;
         }
         let clock = &self.backoff.clock;
-        if attempts >= self.plan.max_attempts || clock.now() >= self.deadline {
+        let elapsed = clock.now().saturating_duration_since(self.started);
+        if !self.plan.may_try_again(attempts, elapsed) {
             return Next::GiveUp;
         }
         let Some(listener) = &self.waiter else {
@@ -318,10 +323,6 @@ impl Policy for ReleaseOrExpiry<'_> {
         };
         // Re-subscribes on masters that reconnected; a no-op otherwise.
         listener.listen(self.node_timeout).await;
-        let fallback = free_in(self.masters, self.key)
-            .await
-            .unwrap_or(MAX_FALLBACK_WAIT)
-            .min(MAX_FALLBACK_WAIT);
         // A little past the expiry, spread so processes do not all retry at the same instant.
         let spread_us = u64::try_from(self.spread.as_micros()).unwrap_or(0);
         let jitter = Duration::from_micros(
@@ -329,9 +330,12 @@ impl Policy for ReleaseOrExpiry<'_> {
                 .entropy
                 .between(1_000, 1_000u64.saturating_add(spread_us)),
         );
-        let wake_at = clock.deadline(fallback + jitter).min(self.deadline);
+        let free = free_in(self.masters, self.key).await;
+        let fallback = fallback_wait(free, MAX_FALLBACK_WAIT, jitter);
+        let wake_at = clock.deadline(fallback).min(self.deadline);
         let woken = listener.woken_before(wake_at).await;
-        if !woken && clock.now() >= self.deadline {
+        let elapsed = clock.now().saturating_duration_since(self.started);
+        if !woken && !self.plan.may_try_again(attempts, elapsed) {
             return Next::GiveUp;
         }
         debug!(attempt = attempts, woken, "retrying after a wait");

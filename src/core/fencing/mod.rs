@@ -172,6 +172,43 @@ pub fn set_up_elsewhere(vouchable: bool, epoch_is_current: bool, counter: u64, f
     vouchable && epoch_is_current && counter >= floor
 }
 
+/// What a fenced acquisition does after a repair, when its round asked for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterRepair {
+    /// Make the two rounds again: masters became usable.
+    Retry,
+    /// Another client seems to be setting the counters up: pause a moment and read them again.
+    Pause,
+    /// Nothing changed and nobody is at work: the round's failure stands.
+    Stop,
+}
+
+/// Decides what follows a repair that made `repaired` masters usable, when `waiting_before`
+/// masters waited for repair before it and `waiting_now` do after it, `under_way` says another
+/// client seemed to be setting the counters up, and `pauses` pauses were made already out of at
+/// most `max_pauses` (one per master).
+///
+/// A try needs at least one more master usable than the last: by this client's repair, or by
+/// another's (fewer waiting). A read that finds the counters half set up by another client is
+/// worth a pause and a second read rather than giving up on the masters it has yet to reach.
+pub fn after_repair(
+    repaired: usize,
+    waiting_before: usize,
+    waiting_now: usize,
+    under_way: bool,
+    pauses: usize,
+    max_pauses: usize,
+) -> AfterRepair {
+    let progress = repaired > 0 || waiting_now < waiting_before;
+    if progress {
+        AfterRepair::Retry
+    } else if under_way && pauses < max_pauses {
+        AfterRepair::Pause
+    } else {
+        AfterRepair::Stop
+    }
+}
+
 /// Where every counter starts when every master answers that it has none: the wall clock
 /// `wall_ms` in microseconds, or just above `highest_seen` (the highest counter this process saw,
 /// or a master's record kept, in any incarnation) when that is higher.
@@ -302,6 +339,23 @@ mod tests {
         let old = 1_000u64.saturating_mul(1_000);
         assert!(old < seen, "the old rule restarts tokens below those issued");
         assert!(bootstrap_value(1_000, seen) > seen);
+    }
+
+    #[test]
+    fn a_repair_is_followed_by_a_try_only_when_a_master_became_usable() {
+        assert_eq!(after_repair(1, 3, 2, false, 0, 5), AfterRepair::Retry);
+        assert_eq!(
+            after_repair(0, 3, 2, false, 0, 5),
+            AfterRepair::Retry,
+            "another client repaired"
+        );
+        assert_eq!(after_repair(0, 3, 3, true, 0, 5), AfterRepair::Pause);
+        assert_eq!(
+            after_repair(0, 3, 3, true, 5, 5),
+            AfterRepair::Stop,
+            "at most one pause per master"
+        );
+        assert_eq!(after_repair(0, 3, 3, false, 0, 5), AfterRepair::Stop);
     }
 
     #[test]

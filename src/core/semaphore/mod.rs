@@ -57,6 +57,29 @@ impl SlotReply {
     }
 }
 
+/// How many rounds one semaphore attempt makes at most, re-aiming at once at a slot the masters
+/// named free.
+pub const ROUNDS_PER_ATTEMPT: usize = 4;
+
+/// What follows a lost round of a semaphore attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reaim {
+    /// Another round now, at this slot.
+    Again(u32),
+    /// The attempt ends; its next one aims at this slot (when the masters named one).
+    Stop(Option<u32>),
+}
+
+/// After the `rounds`-th round of an attempt, aimed at `slot`, was lost (with an error that
+/// `retryable` says waiting may cure), and the masters' hints pointed at `next`: another round at
+/// once only at a different slot, within [`ROUNDS_PER_ATTEMPT`], and for an error worth retrying.
+pub fn reaim(next: Option<u32>, slot: u32, rounds: usize, retryable: bool) -> Reaim {
+    match next {
+        Some(next) if next != slot && rounds < ROUNDS_PER_ATTEMPT && retryable => Reaim::Again(next),
+        next => Reaim::Stop(next),
+    }
+}
+
 /// The permits the semaphore's holders count, when a master refused the round because they count
 /// another number than the one asked for ([`NodeErrorKind::PermitsMismatch`]); `None` when none
 /// did. One such master is enough to name the mismatch: the refusal is not retried, since only
@@ -96,6 +119,26 @@ pub fn aim(hints: &[SlotReply]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// An attempt re-aims only at a slot it has not just tried, within its rounds, for an
+        /// error worth another round; it always remembers where the masters pointed.
+        #[test]
+        fn an_attempt_reaims_within_its_rounds_at_a_new_slot(
+            next in proptest::option::of(0u32..4), slot in 0u32..4, rounds in 1usize..8, retryable: bool,
+        ) {
+            match reaim(next, slot, rounds, retryable) {
+                Reaim::Again(at) => {
+                    proptest::prop_assert_eq!(Some(at), next);
+                    proptest::prop_assert!(at != slot && rounds < ROUNDS_PER_ATTEMPT && retryable);
+                }
+                Reaim::Stop(at) => {
+                    proptest::prop_assert_eq!(at, next);
+                    proptest::prop_assert!(next.is_none() || next == Some(slot) || rounds >= ROUNDS_PER_ATTEMPT || !retryable);
+                }
+            }
+        }
+    }
     use proptest::prelude::*;
 
     #[test]
