@@ -7,7 +7,7 @@
 use std::io::Write as _;
 use std::time::Instant;
 
-use quorlock_chaos::sim::{sha1_hex, Flavor, MasterConfig, Persistence, SimMaster};
+use quorlock_chaos::sim::master::{sha1_hex, Flavor, MasterConfig, Persistence, SimMaster};
 use redis::Value;
 
 const RELEASE: &str = include_str!("../../src/scripts/release.lua");

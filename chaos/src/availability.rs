@@ -1,10 +1,13 @@
 //! Which masters each client group could reach over a run, derived purely from the faults
 //! applied: the windows without a reachable majority (when no acquisition may succeed), the
-//! complementary windows (for liveness), heal times, and labelled fault windows for the
-//! timeline.
+//! complementary windows (for liveness), heal times, labelled fault windows for the timeline,
+//! and the actions that heal whatever is still broken when the clients are done
+//! ([`heal_actions`], which every driver of a run applies in its own way).
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::cluster::DataMode;
 use crate::faults::{FaultAction, ScheduledFault};
 use crate::history::FaultWindow;
 
@@ -215,10 +218,52 @@ fn windows_with_mark(applied: &[AppliedFault], run_end: Duration, mark: Duration
     windows
 }
 
+/// What heals every fault still in effect after `applied`: resume the paused masters, restart
+/// the killed ones keeping their data (in that order, each by master), and heal the network if
+/// a network fault is still on. Clock jumps and client pauses need no healing.
+pub fn heal_actions(applied: &[AppliedFault]) -> Vec<FaultAction> {
+    let mut killed = BTreeSet::new();
+    let mut paused = BTreeSet::new();
+    let mut network = false;
+    for f in applied {
+        match &f.action {
+            FaultAction::Kill(i) => {
+                killed.insert(*i);
+                paused.remove(i);
+            }
+            FaultAction::Pause(i) => {
+                paused.insert(*i);
+            }
+            FaultAction::Resume(i) => {
+                paused.remove(i);
+            }
+            FaultAction::Restart(i, _) => {
+                killed.remove(i);
+                paused.remove(i);
+            }
+            FaultAction::Latency(..)
+            | FaultAction::Blackhole(_)
+            | FaultAction::Reset(_)
+            | FaultAction::Partition { .. } => network = true,
+            FaultAction::HealNetwork => network = false,
+            FaultAction::ClockJump(..) | FaultAction::PauseClient(..) => {}
+        }
+    }
+    let mut heal: Vec<FaultAction> = paused.into_iter().map(FaultAction::Resume).collect();
+    heal.extend(
+        killed
+            .into_iter()
+            .map(|i| FaultAction::Restart(i, DataMode::Keep)),
+    );
+    if network {
+        heal.push(FaultAction::HealNetwork);
+    }
+    heal
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::DataMode;
 
     fn s(n: u64) -> Duration {
         Duration::from_secs(n)
@@ -230,6 +275,45 @@ mod tests {
             finished: s(t),
             action,
         }
+    }
+
+    #[test]
+    fn the_heal_undoes_what_is_still_broken_and_nothing_else() {
+        assert!(heal_actions(&[]).is_empty());
+        let applied = vec![
+            at(1, FaultAction::Kill(2)),
+            at(1, FaultAction::Pause(3)),
+            at(2, FaultAction::Pause(0)),
+            at(2, FaultAction::Kill(0)),
+            at(3, FaultAction::Pause(1)),
+            at(4, FaultAction::Resume(1)),
+            at(4, FaultAction::Kill(4)),
+            at(5, FaultAction::Restart(4, DataMode::Wipe)),
+            at(5, FaultAction::Blackhole(1)),
+            at(6, FaultAction::ClockJump(1, s(4))),
+        ];
+        assert_eq!(
+            heal_actions(&applied),
+            vec![
+                FaultAction::Resume(3),
+                FaultAction::Restart(0, DataMode::Keep),
+                FaultAction::Restart(2, DataMode::Keep),
+                FaultAction::HealNetwork,
+            ]
+        );
+        // A network already healed is left alone; a partition still on is healed.
+        let healed = vec![
+            at(
+                1,
+                FaultAction::Partition {
+                    group: 0,
+                    masters: vec![0],
+                },
+            ),
+            at(2, FaultAction::HealNetwork),
+        ];
+        assert!(heal_actions(&healed).is_empty());
+        assert_eq!(heal_actions(&healed[..1]), vec![FaultAction::HealNetwork]);
     }
 
     #[test]

@@ -4,9 +4,49 @@
 //! semaphore than its permits, and a reader overlapping a writer. No I/O, so every verdict is unit-tested.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::time::Duration;
 
 use crate::history::{FaultWindow, LockRecord};
+
+/// A rule a run is judged by, as the checks below decide it: what each of a verdict's reasons is
+/// about, and what a negative control must be caught by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Rule {
+    /// No acquisition while its client could not reach a majority ([`acquisitions_within`]).
+    Majority,
+    /// No two holders inside their validity at once ([`overlaps`]; of a read-write lock, its
+    /// writers).
+    Overlaps,
+    /// No witness increment lost ([`lost_updates`]).
+    LostUpdates,
+    /// No lock key outlives its TTL ([`leaks`]).
+    LeakedKeys,
+    /// No more holders of a semaphore than its permits ([`too_many_holders`]).
+    SemaphoreExcess,
+    /// No read inside a write ([`reader_writer_overlaps`]).
+    ReaderWriter,
+}
+
+impl Rule {
+    /// Its name in reports (`overlaps`, `lost updates`, `semaphore excess`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::Majority => "majority",
+            Rule::Overlaps => "overlaps",
+            Rule::LostUpdates => "lost updates",
+            Rule::LeakedKeys => "leaked keys",
+            Rule::SemaphoreExcess => "semaphore excess",
+            Rule::ReaderWriter => "reader-writer",
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Two holders of one resource whose safe intervals overlap: a mutual-exclusion violation.
 #[derive(Debug, Clone, PartialEq, Eq)]

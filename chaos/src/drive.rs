@@ -6,14 +6,13 @@
 //! This is the only layer of a run that does IO and keeps time; what it collects is plain
 //! [`Evidence`], so the judgement can be tested without any of it.
 
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::availability::AppliedFault;
+use crate::availability::{self, AppliedFault};
 use crate::backend::Backend;
 use crate::clock::MasterClocks;
-use crate::cluster::{Cluster, ClusterOptions, DataMode};
+use crate::cluster::{Cluster, ClusterOptions};
 use crate::compose::Compose;
 use crate::credentials::Credentials;
 use crate::error::HarnessError;
@@ -429,7 +428,7 @@ async fn apply_now(
     })
 }
 
-/// Resumes paused masters, restarts killed ones (keeping data) and heals the network.
+/// Applies the actions that heal whatever the run left broken ([`availability::heal_actions`]).
 async fn heal_everything(
     m: &mut Masters,
     proxies: &ProxyGroup,
@@ -437,43 +436,7 @@ async fn heal_everything(
     clock: RunClock,
     applied: &mut Vec<AppliedFault>,
 ) -> Result<(), HarnessError> {
-    let mut killed = BTreeSet::new();
-    let mut paused = BTreeSet::new();
-    let mut network = false;
-    for f in applied.iter() {
-        match &f.action {
-            FaultAction::Kill(i) => {
-                killed.insert(*i);
-                paused.remove(i);
-            }
-            FaultAction::Pause(i) => {
-                paused.insert(*i);
-            }
-            FaultAction::Resume(i) => {
-                paused.remove(i);
-            }
-            FaultAction::Restart(i, _) => {
-                killed.remove(i);
-                paused.remove(i);
-            }
-            FaultAction::Latency(..)
-            | FaultAction::Blackhole(_)
-            | FaultAction::Reset(_)
-            | FaultAction::Partition { .. } => network = true,
-            FaultAction::HealNetwork => network = false,
-            FaultAction::ClockJump(..) | FaultAction::PauseClient(..) => {}
-        }
-    }
-    let mut heal: Vec<FaultAction> = paused.into_iter().map(FaultAction::Resume).collect();
-    heal.extend(
-        killed
-            .into_iter()
-            .map(|i| FaultAction::Restart(i, DataMode::Keep)),
-    );
-    if network {
-        heal.push(FaultAction::HealNetwork);
-    }
-    for action in heal {
+    for action in availability::heal_actions(applied) {
         let done = apply_now(&action, m, proxies, pauses, clock).await?;
         applied.push(done);
     }

@@ -1,9 +1,16 @@
 //! The record of a chaos run: every lock operation and every injected fault, stamped on one
 //! shared monotonic clock, so the checker and the SVG timeline can reason about who held
 //! what, when, independently of how the run was driven.
+//!
+//! [`LockRecord`] is the one record of a lock operation: the checker, the reports, the timeline
+//! and the simulation's checks all read it. Its serde form is what a client container writes
+//! (`compose::wire`); the JSON report writes it through a view of its own (times in
+//! milliseconds).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
 
 /// A monotonic clock shared by every client of a run; times are offsets from the run start.
 #[derive(Debug, Clone, Copy)]
@@ -47,26 +54,77 @@ impl Default for RunClock {
 }
 
 /// One lock operation by one client: an acquire attempt and, if it succeeded, the hold.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Its serde form (a client container's `record` line) writes the times as whole microseconds
+/// from the run start, each field named with a `_us` suffix (`invoked_us`, `acquired_us`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockRecord {
     /// Client id within the run.
     pub client: usize,
-    /// The locked resource.
+    /// The locked resource (a multi-resource hold: its resources joined by commas).
     pub resource: String,
     /// The lock token (empty if the attempt produced none).
     pub token: String,
     /// When `acquire` was called.
+    #[serde(rename = "invoked_us", with = "micros")]
     pub invoked: Duration,
     /// When `acquire` returned success; `None` for a failed attempt.
+    #[serde(rename = "acquired_us", with = "micros::option", default)]
     pub acquired: Option<Duration>,
     /// End of the validity the lock library reported (`valid_until`); set with `acquired`.
+    #[serde(rename = "validity_end_us", with = "micros::option", default)]
     pub validity_end: Option<Duration>,
-    /// When the holder finished releasing; `None` if it never released.
+    /// When the holder released: it acts no more after this (the release itself may take
+    /// longer); `None` if it never released.
+    #[serde(rename = "released_us", with = "micros::option", default)]
     pub released: Option<Duration>,
     /// Fencing token, when the library provides one.
     pub fencing: Option<u64>,
     /// Why the attempt failed (error text), if it did.
     pub error: Option<String>,
+}
+
+/// A record's times in its serde form: whole microseconds (a longer time than `u64::MAX`
+/// microseconds is written as `u64::MAX`).
+mod micros {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    fn us(d: Duration) -> u64 {
+        u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+    }
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(us(*d))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        u64::deserialize(deserializer).map(Duration::from_micros)
+    }
+
+    /// The same, for a time that may be absent (`null`).
+    pub(super) mod option {
+        use std::time::Duration;
+
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub(in crate::history) fn serialize<S: Serializer>(
+            d: &Option<Duration>,
+            serializer: S,
+        ) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => serializer.serialize_some(&super::us(*d)),
+                None => serializer.serialize_none(),
+            }
+        }
+
+        pub(in crate::history) fn deserialize<'de, D: Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<Duration>, D::Error> {
+            Ok(Option::<u64>::deserialize(deserializer)?.map(Duration::from_micros))
+        }
+    }
 }
 
 impl LockRecord {

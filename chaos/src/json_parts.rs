@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 
 use crate::checker::Overlap;
@@ -18,33 +19,41 @@ pub(crate) struct JsonOverlap<'a> {
     second: JsonRecord<'a>,
 }
 
-/// One lock operation.
-#[derive(Serialize)]
-pub(crate) struct JsonRecord<'a> {
-    client: usize,
-    resource: &'a str,
-    token: &'a str,
-    invoked_ms: Ms,
-    acquired_ms: Option<Ms>,
-    validity_end_ms: Option<Ms>,
-    released_ms: Option<Ms>,
-    fencing: Option<u64>,
-    error: Option<&'a str>,
-}
+/// One lock operation as the report writes it: a view of the [`LockRecord`], its fields in
+/// their order, the times as [`Ms`] under `_ms` names (`invoked_ms`, `acquired_ms`, ...).
+pub(crate) struct JsonRecord<'a>(&'a LockRecord);
 
 impl<'a> From<&'a LockRecord> for JsonRecord<'a> {
     fn from(r: &'a LockRecord) -> JsonRecord<'a> {
-        JsonRecord {
-            client: r.client,
-            resource: &r.resource,
-            token: &r.token,
-            invoked_ms: Ms(r.invoked),
-            acquired_ms: r.acquired.map(Ms),
-            validity_end_ms: r.validity_end.map(Ms),
-            released_ms: r.released.map(Ms),
-            fencing: r.fencing,
-            error: r.error.as_deref(),
-        }
+        JsonRecord(r)
+    }
+}
+
+impl Serialize for JsonRecord<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Every field named, so that a field added to the record must be given its place here.
+        let LockRecord {
+            client,
+            resource,
+            token,
+            invoked,
+            acquired,
+            validity_end,
+            released,
+            fencing,
+            error,
+        } = self.0;
+        let mut s = serializer.serialize_struct("JsonRecord", 9)?;
+        s.serialize_field("client", client)?;
+        s.serialize_field("resource", resource)?;
+        s.serialize_field("token", token)?;
+        s.serialize_field("invoked_ms", &Ms(*invoked))?;
+        s.serialize_field("acquired_ms", &acquired.map(Ms))?;
+        s.serialize_field("validity_end_ms", &validity_end.map(Ms))?;
+        s.serialize_field("released_ms", &released.map(Ms))?;
+        s.serialize_field("fencing", fencing)?;
+        s.serialize_field("error", error)?;
+        s.end()
     }
 }
 

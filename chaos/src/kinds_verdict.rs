@@ -6,9 +6,9 @@
 //! Pure, like `verdict`, which calls it; kept apart so that the plain lock's judgement reads
 //! as before and each kind's rule is tested on hand-written holds.
 
-use crate::checker::{self, Overlap};
+use crate::checker::{self, Overlap, Rule};
 use crate::history::LockRecord;
-use crate::run::{Kind, KindFindings, RunReport};
+use crate::run::{Kind, KindFindings, Reason, RunReport};
 
 /// The overlaps the kind forbids among `records`, and the kind's own findings (`None` for a
 /// plain lock). A semaphore's holders may overlap up to its permits, so only the excess counts;
@@ -48,23 +48,29 @@ pub(crate) fn violations(report: &RunReport) -> usize {
 }
 
 /// The reasons an in-model run of the kind fails on its own rules.
-pub(crate) fn failures(report: &RunReport) -> Vec<String> {
+pub(crate) fn failures(report: &RunReport) -> Vec<Reason> {
     let Some(k) = &report.kinds else {
         return Vec::new();
     };
     let mut out = Vec::new();
     if let Kind::Semaphore(permits) = report.options.kind {
         if !k.excesses.is_empty() {
-            out.push(format!(
-                "{} times the semaphore had more holders than its {permits} permits",
-                k.excesses.len()
+            out.push(Reason::fail(
+                Rule::SemaphoreExcess,
+                format!(
+                    "{} times the semaphore had more holders than its {permits} permits",
+                    k.excesses.len()
+                ),
             ));
         }
     }
     if !k.reader_writer.is_empty() {
-        out.push(format!(
-            "{} reads overlapped a write inside their validity",
-            k.reader_writer.len()
+        out.push(Reason::fail(
+            Rule::ReaderWriter,
+            format!(
+                "{} reads overlapped a write inside their validity",
+                k.reader_writer.len()
+            ),
         ));
     }
     out
@@ -101,7 +107,10 @@ mod tests {
         assert_eq!(r.verdict, Verdict::Fail);
         assert_eq!(
             r.reasons,
-            vec!["1 times the semaphore had more holders than its 2 permits".to_string()]
+            vec![Reason::fail(
+                Rule::SemaphoreExcess,
+                "1 times the semaphore had more holders than its 2 permits"
+            )]
         );
     }
 
@@ -120,7 +129,7 @@ mod tests {
         );
         assert_eq!(r.verdict, Verdict::Fail);
         assert!(
-            r.reasons[0].contains("1 reads overlapped a write"),
+            r.reasons[0].text.contains("1 reads overlapped a write"),
             "{:?}",
             r.reasons
         );
@@ -128,19 +137,19 @@ mod tests {
         let writes = vec![hold(0, 0, 100), hold(1, 50, 150)];
         let r = judged("partition", Kind::RwLock, writes, Vec::new());
         assert_eq!(r.verdict, Verdict::Fail);
-        assert!(r.reasons[0].contains("overlapped"), "{:?}", r.reasons);
+        assert!(r.reasons[0].text.contains("overlapped"), "{:?}", r.reasons);
     }
 
     #[test]
     fn the_kinds_have_no_witness_and_an_idle_run_is_inconclusive() {
         let r = judged("none", Kind::Semaphore(2), Vec::new(), Vec::new());
         assert_eq!(r.verdict, Verdict::Inconclusive);
-        assert!(r.reasons[0].contains("no hold was taken"), "{:?}", r.reasons);
+        assert!(r.reasons[0].text.contains("no hold was taken"), "{:?}", r.reasons);
         // A lock run with no increments is judged on its witness, as before.
         let mut lock = report("none");
         lock.stats.increments = 0;
         judge(&mut lock);
-        assert!(lock.reasons[0].contains("witness"), "{:?}", lock.reasons);
+        assert!(lock.reasons[0].text.contains("witness"), "{:?}", lock.reasons);
     }
 
     #[test]
@@ -168,7 +177,9 @@ mod tests {
         judge(&mut r);
         assert_eq!(r.verdict, Verdict::Inconclusive);
         assert!(
-            r.reasons[0].contains("own check (semaphore excess) never fired"),
+            r.reasons[0]
+                .text
+                .contains("own check (semaphore excess) never fired"),
             "{:?}",
             r.reasons
         );

@@ -25,13 +25,19 @@
 //!   [`Backend`], a [`ProxyGroup`], the masters' clocks or the clients.
 //! - [`scenario`]: the named, seeded [`Scenario`]s and their pure fault schedules.
 //! - [`availability`]: which client group could reach a majority when, derived from the
-//!   applied faults; heal times; labelled fault windows.
-//! - [`history`]: [`History`] of lock records and fault windows on one [`RunClock`].
-//! - [`checker`]: pure verdicts over a history: overlaps, lost updates, liveness, leaks.
+//!   applied faults; heal times; labelled fault windows; the actions that heal what a run left
+//!   broken, which both drivers apply.
+//! - [`history`]: [`History`] of lock records and fault windows on one [`RunClock`];
+//!   [`LockRecord`], the one record of a lock operation every checker and report reads (its
+//!   serde form is what a client container writes).
+//! - [`checker`]: pure verdicts over a history: overlaps, lost updates, liveness, leaks; the
+//!   [`Rule`](checker::Rule) each of a verdict's reasons is about.
+//! - `leaks`: the end-of-run scan for lock keys left on the masters, but for the keys quorlock
+//!   keeps for good.
 //! - [`svg`]: a hand-written SVG timeline of holders per resource with faults shaded.
 //! - [`workload`]: concurrent quorlock clients with a read-modify-write witness.
 //! - [`run`]: what one run is asked to do ([`RunOptions`]) and what it found ([`RunReport`],
-//!   [`Verdict`]): the data the next three layers share.
+//!   [`Verdict`] and its typed [`Reason`](run::Reason)s): the data the next three layers share.
 //! - [`drive`]: one run end to end: masters, witness, proxies, workload, faults on schedule,
 //!   the heal and the leak scan; the only layer of a run with IO.
 //! - [`verdict`]: pure judgement of what a run collected: the checks and the verdict;
@@ -43,11 +49,14 @@
 //! - [`report`]: a report as text, a results-table row, JSON or an SVG timeline; the
 //!   semaphore's and the read-write lock's part in `kinds_report`, the JSON pieces both use in
 //!   `json_parts`.
-//! - [`runner`]: the pre-split paths of the above, re-exported.
 //! - [`skip`]: a test that cannot run here says why, and fails instead where the run requires
 //!   what is missing.
 //! - [`proxy`]: our own TCP proxy per (client group, master) with pass-through, latency,
 //!   blackhole and reset modes; [`ProxyGroup`] turns blackholes into partitions.
+//! - [`sim`]: the deterministic simulation: the real client against simulated masters on a
+//!   paused clock, one seed one history; the simulated Redis/Valkey master, a folder of its own,
+//!   is [`sim::master`], and the simulation around it (world, faults, clients, workload, checks,
+//!   runs of many seeds) the rest of `sim`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -73,7 +82,6 @@ mod process;
 pub mod proxy;
 pub mod report;
 pub mod run;
-pub mod runner;
 pub mod scenario;
 mod server;
 pub mod servers;

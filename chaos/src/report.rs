@@ -12,7 +12,7 @@ use crate::error::HarnessError;
 use crate::history::LockRecord;
 use crate::json_parts::{JsonOverlap, JsonRecord, Ms, Number};
 use crate::kinds_report::{self, JsonKinds};
-use crate::run::{Kind, RunReport};
+use crate::run::{Kind, Reason, RunReport};
 use crate::svg::{self, SvgOptions};
 
 impl RunReport {
@@ -226,7 +226,7 @@ struct JsonReport<'a> {
     duration_ms: Ms,
     run_end_ms: Ms,
     verdict: String,
-    reasons: &'a [String],
+    reasons: &'a [Reason],
     notes: &'a [String],
     faults: Vec<JsonFault>,
     stats: JsonStats,

@@ -5,10 +5,13 @@
 //! `report` renders it. Keeping the data here, below all three, is what lets each of them
 //! depend on it without depending on one another.
 
+use std::fmt;
 use std::time::Duration;
 
+use serde::{Serialize, Serializer};
+
 use crate::availability::AppliedFault;
-use crate::checker::{Excess, KeyObservation, Liveness, LostUpdates, Overlap};
+use crate::checker::{Excess, KeyObservation, Liveness, LostUpdates, Overlap, Rule};
 use crate::compose::ComposeOptions;
 use crate::error::HarnessError;
 use crate::history::{FaultWindow, LockRecord};
@@ -142,6 +145,51 @@ pub enum Verdict {
     Fail,
 }
 
+/// Why a run's verdict is not a plain pass: a rule found broken, or a run that could not show
+/// what it should.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reason {
+    /// What it makes of the run: [`Verdict::Fail`], or [`Verdict::Inconclusive`].
+    pub verdict: Verdict,
+    /// The rule it is about; `None` when it is about every check (nothing was held).
+    pub rule: Option<Rule>,
+    /// The reason in words, as the summary and the JSON write it.
+    pub text: String,
+}
+
+impl Reason {
+    /// `rule` was broken: the run fails.
+    pub fn fail(rule: Rule, text: impl Into<String>) -> Reason {
+        Reason {
+            verdict: Verdict::Fail,
+            rule: Some(rule),
+            text: text.into(),
+        }
+    }
+
+    /// The run could not show what `rule` (or, for `None`, any check) needed: it is inconclusive.
+    pub fn inconclusive(rule: Option<Rule>, text: impl Into<String>) -> Reason {
+        Reason {
+            verdict: Verdict::Inconclusive,
+            rule,
+            text: text.into(),
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// A reason in the JSON report: its words.
+impl Serialize for Reason {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
+    }
+}
+
 /// Everything a run found.
 #[derive(Debug, Clone)]
 pub struct RunReport {
@@ -184,8 +232,8 @@ pub struct RunReport {
     pub notes: Vec<String>,
     /// The verdict.
     pub verdict: Verdict,
-    /// Why the verdict is not a plain pass.
-    pub reasons: Vec<String>,
+    /// Why the verdict is not a plain pass: what failed first, then what left it inconclusive.
+    pub reasons: Vec<Reason>,
 }
 
 /// The semaphore's and the read-write lock's own findings. Their workload has no witness

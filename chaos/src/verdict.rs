@@ -13,11 +13,11 @@
 use std::time::Duration;
 
 use crate::availability::{self, AppliedFault};
-use crate::checker::{self, KeyObservation, Liveness};
+use crate::checker::{self, KeyObservation, Liveness, Rule};
 use crate::history::LockRecord;
 use crate::kinds_verdict;
-use crate::run::{RunOptions, RunReport, Verdict};
-use crate::workload::{ClientMode, WorkloadStats};
+use crate::run::{Reason, RunOptions, RunReport, Verdict};
+use crate::workload::WorkloadStats;
 
 /// What a run collected, before any judgement.
 #[derive(Debug, Clone)]
@@ -144,9 +144,12 @@ pub fn judge(report: &mut RunReport) {
     // A negative control is judged as strictly as an in-model run: its violations must show.
     let in_model = report.scenario.in_model || control.is_unsafe();
     if !report.acquired_without_majority.is_empty() {
-        fail.push(format!(
-            "{} acquisitions succeeded while their client could not reach a majority",
-            report.acquired_without_majority.len()
+        fail.push(Reason::fail(
+            Rule::Majority,
+            format!(
+                "{} acquisitions succeeded while their client could not reach a majority",
+                report.acquired_without_majority.len()
+            ),
         ));
     }
     let kind_violations = kinds_verdict::violations(report);
@@ -154,37 +157,51 @@ pub fn judge(report: &mut RunReport) {
     let witness = report.kinds.is_none();
     if in_model {
         if !report.overlaps.is_empty() {
-            fail.push(format!(
-                "{} pairs of holders overlapped inside their validity",
-                report.overlaps.len()
+            fail.push(Reason::fail(
+                Rule::Overlaps,
+                format!(
+                    "{} pairs of holders overlapped inside their validity",
+                    report.overlaps.len()
+                ),
             ));
         }
         if report.lost_updates.lost > 0 {
             let msg = format!("{} witness increments were lost", report.lost_updates.lost);
             if report.stats.late_writes == 0 || control.is_unsafe() {
-                fail.push(msg);
+                fail.push(Reason::fail(Rule::LostUpdates, msg));
             } else {
-                unsure.push(format!(
-                    "{msg}, but {} writes completed after their validity (the machine is too loaded for the TTL)",
-                    report.stats.late_writes
+                unsure.push(Reason::inconclusive(
+                    Some(Rule::LostUpdates),
+                    format!(
+                        "{msg}, but {} writes completed after their validity (the machine is too loaded for the TTL)",
+                        report.stats.late_writes
+                    ),
                 ));
             }
         }
         if !report.leaks.is_empty() {
-            fail.push(format!("{} lock keys outlived their TTL", report.leaks.len()));
+            fail.push(Reason::fail(
+                Rule::LeakedKeys,
+                format!("{} lock keys outlived their TTL", report.leaks.len()),
+            ));
         }
         fail.extend(kinds_verdict::failures(report));
         if witness && report.stats.increments == 0 {
-            unsure.push("no critical section completed, so the witness showed nothing".into());
+            unsure.push(Reason::inconclusive(
+                Some(Rule::LostUpdates),
+                "no critical section completed, so the witness showed nothing",
+            ));
         }
         if !witness && report.acquisitions == 0 {
-            unsure.push("no hold was taken, so the checks saw nothing".into());
+            unsure.push(Reason::inconclusive(
+                None,
+                "no hold was taken, so the checks saw nothing",
+            ));
         }
-        if control.is_unsafe() {
+        if let Some(target) = control.target() {
             // A control is caught only by the check it targets; whatever else failed says
             // nothing about the assumption it breaks, and is kept as a note.
-            let target = control.target().unwrap_or("a violation");
-            if caught_by_target(report) {
+            if fired(report, target) {
                 report.notes.push(format!(
                     "negative control ({} clients): caught by its own check ({target}); the checker detected {}, as it must",
                     control.name(),
@@ -195,9 +212,12 @@ pub fn judge(report: &mut RunReport) {
                     fail.drain(..)
                         .map(|f| format!("negative control, another check (does not count): {f}")),
                 );
-                unsure.push(format!(
-                    "negative control ({} clients): its own check ({target}) never fired, so the control was not caught",
-                    control.name()
+                unsure.push(Reason::inconclusive(
+                    Some(target),
+                    format!(
+                        "negative control ({} clients): its own check ({target}) never fired, so the control was not caught",
+                        control.name()
+                    ),
                 ));
             }
         }
@@ -221,16 +241,18 @@ pub fn judge(report: &mut RunReport) {
     report.reasons = fail.into_iter().chain(unsure).collect();
 }
 
-/// `true` if the check the report's negative control targets found something: overlapping
-/// holds for `single-master`, lost witness increments for `ignore-validity` (its holds' safe
-/// intervals end with their validity, so only the witness sees the late writes), more holders
-/// than permits for `majority-counting`.
-fn caught_by_target(report: &RunReport) -> bool {
-    match report.options.mode {
-        ClientMode::Safe => false,
-        ClientMode::SingleMaster => !report.overlaps.is_empty(),
-        ClientMode::IgnoreValidity => report.lost_updates.lost > 0,
-        ClientMode::MajorityCounting => report.kinds.as_ref().is_some_and(|k| !k.excesses.is_empty()),
+/// `true` if the check of `rule` found something in the report, whatever the scenario allows:
+/// what a negative control's target ([`ClientMode::target`](crate::workload::ClientMode::target))
+/// must do for the control to count as caught.
+fn fired(report: &RunReport, rule: Rule) -> bool {
+    let kinds = report.kinds.as_ref();
+    match rule {
+        Rule::Majority => !report.acquired_without_majority.is_empty(),
+        Rule::Overlaps => !report.overlaps.is_empty(),
+        Rule::LostUpdates => report.lost_updates.lost > 0,
+        Rule::LeakedKeys => !report.leaks.is_empty(),
+        Rule::SemaphoreExcess => kinds.is_some_and(|k| !k.excesses.is_empty()),
+        Rule::ReaderWriter => kinds.is_some_and(|k| !k.reader_writer.is_empty()),
     }
 }
 
@@ -340,8 +362,11 @@ mod tests {
         assert_eq!(
             report.reasons,
             vec![
-                "1 pairs of holders overlapped inside their validity".to_string(),
-                "1 witness increments were lost".to_string(),
+                Reason::fail(
+                    Rule::Overlaps,
+                    "1 pairs of holders overlapped inside their validity"
+                ),
+                Reason::fail(Rule::LostUpdates, "1 witness increments were lost"),
             ]
         );
     }
@@ -372,7 +397,7 @@ mod tests {
         assert_eq!(report.fault_windows.len(), 3, "{:?}", report.fault_windows);
         assert_eq!(report.verdict, Verdict::Fail);
         assert!(
-            report.reasons[0].contains("could not reach a majority"),
+            report.reasons[0].text.contains("could not reach a majority"),
             "{:?}",
             report.reasons
         );
@@ -447,7 +472,7 @@ mod tests {
         r.overlaps = overlaps.clone();
         judge(&mut r);
         assert_eq!(r.verdict, Verdict::Fail);
-        assert!(r.reasons[0].contains("overlapped"), "{:?}", r.reasons);
+        assert!(r.reasons[0].text.contains("overlapped"), "{:?}", r.reasons);
 
         let mut r = report("client-pause");
         r.overlaps = overlaps;
@@ -474,7 +499,7 @@ mod tests {
         judge(&mut r);
         assert_eq!(r.verdict, Verdict::Inconclusive);
         assert!(
-            r.reasons[0].contains("own check (lost updates) never fired"),
+            r.reasons[0].text.contains("own check (lost updates) never fired"),
             "{:?}",
             r.reasons
         );

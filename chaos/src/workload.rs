@@ -14,6 +14,7 @@ use quorlock::Quorlock;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
+use crate::checker::Rule;
 use crate::error::HarnessError;
 use crate::faults::ClientPauses;
 use crate::history::{History, LockRecord};
@@ -61,15 +62,16 @@ impl ClientMode {
         }
     }
 
-    /// The check that must catch this negative control (`None` for safe clients): `overlaps`
-    /// for `single-master`, `lost updates` for `ignore-validity`, `semaphore excess` for
-    /// `majority-counting`.
-    pub fn target(self) -> Option<&'static str> {
+    /// The rule whose check must catch this negative control (`None` for safe clients):
+    /// [`Rule::Overlaps`] for `single-master`, [`Rule::LostUpdates`] for `ignore-validity` (its
+    /// holds' safe intervals end with their validity, so only the witness sees the late writes),
+    /// [`Rule::SemaphoreExcess`] for `majority-counting`.
+    pub fn target(self) -> Option<Rule> {
         match self {
             ClientMode::Safe => None,
-            ClientMode::SingleMaster => Some("overlaps"),
-            ClientMode::IgnoreValidity => Some("lost updates"),
-            ClientMode::MajorityCounting => Some("semaphore excess"),
+            ClientMode::SingleMaster => Some(Rule::Overlaps),
+            ClientMode::IgnoreValidity => Some(Rule::LostUpdates),
+            ClientMode::MajorityCounting => Some(Rule::SemaphoreExcess),
         }
     }
 

@@ -55,14 +55,15 @@ async fn run_in_model(name: &str) -> RunReport {
         Verdict::Inconclusive => {
             // Only machine load may make a run inconclusive: lost increments that coincide
             // with writes completed after their lock's validity.
-            let load_only = report.reasons.iter().all(|r| r.contains("too loaded"));
+            let load_only = report.reasons.iter().all(|r| r.text.contains("too loaded"));
             assert!(
                 load_only,
                 "inconclusive for a reason other than machine load{evidence}"
             );
+            let reasons: Vec<&str> = report.reasons.iter().map(|r| r.text.as_str()).collect();
             eprintln!(
-                "WARNING: {name} (seed {}) inconclusive because the machine was too loaded for a {:?} TTL: {:?}",
-                report.options.seed, report.options.ttl, report.reasons
+                "WARNING: {name} (seed {}) inconclusive because the machine was too loaded for a {:?} TTL: {reasons:?}",
+                report.options.seed, report.options.ttl
             );
         }
         Verdict::Fail => panic!("verdict Fail{evidence}"),

@@ -2,7 +2,7 @@
 //! determinism) and against a real `redis-server` (see `differential`): the same command
 //! sequences, every quorlock script included, must give the same replies from both.
 
-use quorlock_chaos::sim::{sha1_hex, Flavor, MasterConfig, Persistence, SimMaster};
+use quorlock_chaos::sim::master::{sha1_hex, Flavor, MasterConfig, Persistence, SimMaster};
 use redis::Value;
 
 #[path = "sim_master/differential.rs"]
@@ -316,7 +316,7 @@ fn trace(seed: u64) -> (Vec<Reply>, String) {
     (out, m.run_id())
 }
 
-use quorlock_chaos::sim::Reply;
+use quorlock_chaos::sim::master::Reply;
 
 #[test]
 fn same_inputs_give_the_same_outputs() {

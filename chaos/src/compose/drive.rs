@@ -8,17 +8,15 @@
 //! in this process: their history comes back as JSON lines when their containers exit, and
 //! network faults are cuts between hosts rather than proxy modes.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use super::clients::{ContainerClients, SliceArgs};
 use super::project::ComposeProject;
 use super::Compose;
-use crate::availability::AppliedFault;
+use crate::availability::{self, AppliedFault};
 use crate::backend::Backend;
 use crate::clock::MasterClocks;
-use crate::cluster::DataMode;
 use crate::error::HarnessError;
 use crate::faults::FaultAction;
 use crate::history::RunClock;
@@ -211,8 +209,9 @@ async fn apply(
     })
 }
 
-/// Resumes paused masters, restarts killed ones keeping their data, and reconnects cut
-/// client groups.
+/// Applies the actions that heal whatever the run left broken ([`availability::heal_actions`]):
+/// resumes paused masters, restarts killed ones keeping their data, and reconnects cut client
+/// groups.
 async fn heal_everything(
     compose: &mut Compose,
     clients: &mut ContainerClients,
@@ -220,40 +219,7 @@ async fn heal_everything(
     clock: RunClock,
     applied: &mut Vec<AppliedFault>,
 ) -> Result<(), HarnessError> {
-    let mut killed = BTreeSet::new();
-    let mut paused = BTreeSet::new();
-    let mut network = false;
-    for f in applied.iter() {
-        match &f.action {
-            FaultAction::Kill(i) => {
-                killed.insert(*i);
-                paused.remove(i);
-            }
-            FaultAction::Pause(i) => {
-                paused.insert(*i);
-            }
-            FaultAction::Resume(i) => {
-                paused.remove(i);
-            }
-            FaultAction::Restart(i, _) => {
-                killed.remove(i);
-                paused.remove(i);
-            }
-            FaultAction::Partition { .. } => network = true,
-            FaultAction::HealNetwork => network = false,
-            _ => {}
-        }
-    }
-    let mut heal: Vec<FaultAction> = paused.into_iter().map(FaultAction::Resume).collect();
-    heal.extend(
-        killed
-            .into_iter()
-            .map(|i| FaultAction::Restart(i, DataMode::Keep)),
-    );
-    if network {
-        heal.push(FaultAction::HealNetwork);
-    }
-    for action in heal {
+    for action in availability::heal_actions(applied) {
         let done = apply(&action, compose, clients, clocks, clock).await?;
         applied.push(done);
     }

@@ -1,9 +1,8 @@
 //! What a client container tells the harness: one JSON object per line on its stdout, a
-//! `record` per lock operation and one `stats` line at the end. Times are microseconds from
-//! the run's start, which the harness passes to every container as a wall-clock instant:
-//! containers share the host's kernel clock, so their offsets land on the harness's timeline.
-
-use std::time::Duration;
+//! `record` per lock operation (a [`LockRecord`] in its serde form) and one `stats` line at the
+//! end. Times are microseconds from the run's start, which the harness passes to every container
+//! as a wall-clock instant: containers share the host's kernel clock, so their offsets land on
+//! the harness's timeline.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,33 +14,10 @@ use crate::workload::WorkloadStats;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClientLine {
-    /// One lock operation.
-    Record(WireRecord),
+    /// One lock operation, its client numbered within the whole run.
+    Record(LockRecord),
     /// The container's workload totals, last.
     Stats(WireStats),
-}
-
-/// A [`LockRecord`] on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WireRecord {
-    /// Client id within the whole run.
-    pub client: usize,
-    /// The resource.
-    pub resource: String,
-    /// The lock token.
-    pub token: String,
-    /// Microseconds from the run start: invoked, acquired, validity end, released.
-    pub invoked_us: u64,
-    /// See `invoked_us`.
-    pub acquired_us: Option<u64>,
-    /// See `invoked_us`.
-    pub validity_end_us: Option<u64>,
-    /// See `invoked_us`.
-    pub released_us: Option<u64>,
-    /// Fencing token.
-    pub fencing: Option<u64>,
-    /// Why it failed.
-    pub error: Option<String>,
 }
 
 /// [`WorkloadStats`] on the wire.
@@ -59,43 +35,6 @@ pub struct WireStats {
     pub release_failures: u64,
     /// See [`WorkloadStats`].
     pub witness_errors: u64,
-}
-
-fn us(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
-impl WireRecord {
-    /// `record`, its client renumbered to `client`.
-    pub fn new(record: &LockRecord, client: usize) -> WireRecord {
-        WireRecord {
-            client,
-            resource: record.resource.clone(),
-            token: record.token.clone(),
-            invoked_us: us(record.invoked),
-            acquired_us: record.acquired.map(us),
-            validity_end_us: record.validity_end.map(us),
-            released_us: record.released.map(us),
-            fencing: record.fencing,
-            error: record.error.clone(),
-        }
-    }
-
-    /// Back to a [`LockRecord`].
-    pub fn record(&self) -> LockRecord {
-        let mut r = LockRecord::invoked(
-            self.client,
-            self.resource.clone(),
-            Duration::from_micros(self.invoked_us),
-        );
-        r.token = self.token.clone();
-        r.acquired = self.acquired_us.map(Duration::from_micros);
-        r.validity_end = self.validity_end_us.map(Duration::from_micros);
-        r.released = self.released_us.map(Duration::from_micros);
-        r.fencing = self.fencing;
-        r.error = self.error.clone();
-        r
-    }
 }
 
 impl From<WorkloadStats> for WireStats {
@@ -146,7 +85,7 @@ pub fn parse(container: &str, stdout: &str) -> Result<ClientOutput, HarnessError
             ))
         })?;
         match parsed {
-            ClientLine::Record(r) => out.records.push(r.record()),
+            ClientLine::Record(r) => out.records.push(r),
             ClientLine::Stats(s) => {
                 out.stats = s.into();
                 finished = true;
@@ -164,17 +103,29 @@ pub fn parse(container: &str, stdout: &str) -> Result<ClientOutput, HarnessError
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
     fn records_and_stats_survive_the_wire() {
-        let mut r = LockRecord::invoked(1, "r0", Duration::from_micros(1500));
+        let mut r = LockRecord::invoked(7, "r0", Duration::from_micros(1500));
         r.acquired = Some(Duration::from_millis(2));
         r.validity_end = Some(Duration::from_millis(2002));
         r.released = Some(Duration::from_millis(40));
         r.token = "t".into();
+        let record = serde_json::to_string(&ClientLine::Record(r.clone())).unwrap();
+        // The line as containers have always written it: microseconds, `_us` names.
+        assert_eq!(
+            record,
+            concat!(
+                r#"{"record":{"client":7,"resource":"r0","token":"t","invoked_us":1500,"#,
+                r#""acquired_us":2000,"validity_end_us":2002000,"released_us":40000,"#,
+                r#""fencing":null,"error":null}}"#
+            )
+        );
         let lines = [
-            serde_json::to_string(&ClientLine::Record(WireRecord::new(&r, 7))).unwrap(),
+            record,
             serde_json::to_string(&ClientLine::Stats(WireStats {
                 increments: 3,
                 ..WireStats::default()
@@ -183,10 +134,19 @@ mod tests {
         ]
         .join("\n");
         let out = parse("c", &lines).unwrap();
-        let mut expected = r.clone();
-        expected.client = 7;
-        assert_eq!(out.records, vec![expected]);
+        assert_eq!(out.records, vec![r]);
         assert_eq!(out.stats.increments, 3);
+    }
+
+    #[test]
+    fn a_record_line_without_its_absent_times_still_reads() {
+        let line = r#"{"record":{"client":1,"resource":"r1","token":"","invoked_us":5,"fencing":null,"error":"refused"}}"#;
+        let ClientLine::Record(r) = serde_json::from_str(line).unwrap() else {
+            panic!("not a record: {line}");
+        };
+        let mut expected = LockRecord::invoked(1, "r1", Duration::from_micros(5));
+        expected.error = Some("refused".into());
+        assert_eq!(r, expected);
     }
 
     #[test]

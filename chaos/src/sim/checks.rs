@@ -5,15 +5,20 @@
 //! writer, no lost update of the witness, liveness when nothing stands in the way, and no key left
 //! behind. A hold's safe interval runs from its acquire to the earliest of its last confirmed
 //! validity, its release and the moment it learnt the lock was lost. Pure functions over the
-//! records, so each is unit-tested with a case that must fail.
+//! records, so each is unit-tested with a case that must fail; each returns its findings typed
+//! ([`Finding`], with the [`Check`] that made it), so that a negative control is judged by the
+//! check that fired, never by the words.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::time::Duration;
+
+use serde::{Serialize, Serializer};
 
 use crate::checker;
 use crate::history::{FaultWindow, LockRecord};
 
-use super::workload::{Kind, SimRecord, SEMAPHORE_PERMITS};
+use super::record::{CallKind, SimRecord, SEMAPHORE_PERMITS};
 
 /// Which of the checks a finding comes from: what a negative control must be caught by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -55,8 +60,8 @@ impl Check {
     }
 }
 
-impl std::fmt::Display for Check {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
 }
@@ -70,28 +75,42 @@ pub struct Finding {
     pub text: String,
 }
 
-impl std::fmt::Display for Finding {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Finding {
+    /// What `check` saw: `CHECK: DETAIL`.
+    pub fn new(check: Check, detail: impl fmt::Display) -> Finding {
+        Finding {
+            check,
+            text: format!("{check}: {detail}"),
+        }
+    }
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
+    }
+}
+
+/// A finding in a JSON report: its words (which start with its check's name).
+impl Serialize for Finding {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
     }
 }
 
 /// Every violation of the per-record checks, each with its check: exclusion, all-or-nothing,
 /// fencing, fair order, the semaphore, readers and writers, liveness.
 pub fn findings(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<Finding> {
-    let found: [(Check, Vec<String>); 7] = [
-        (Check::Exclusion, exclusion(records)),
-        (Check::AllOrNothing, all_or_nothing(records)),
-        (Check::Fencing, fencing(records)),
-        (Check::FairOrder, fair_order(records, faults)),
-        (Check::Semaphore, semaphore(records)),
-        (Check::ReadWrite, readers_and_writers(records)),
-        (Check::Liveness, liveness(records, faults)),
-    ];
-    found
-        .into_iter()
-        .flat_map(|(check, texts)| texts.into_iter().map(move |text| Finding { check, text }))
-        .collect()
+    [
+        exclusion(records),
+        all_or_nothing(records),
+        fencing(records),
+        fair_order(records, faults),
+        semaphore(records),
+        readers_and_writers(records),
+        liveness(records, faults),
+    ]
+    .concat()
 }
 
 /// How long after a waiter's call its ticket is surely in every reachable queue (a round trip
@@ -102,7 +121,7 @@ pub const FAIR_MARGIN: Duration = Duration::from_millis(50);
 /// than the longest TTL, the restart grace and a fair waiter's heartbeat.
 pub const QUIET_BEFORE: Duration = Duration::from_secs(7);
 
-/// The chaos checker's records, one per held resource.
+/// The chaos checker's records, one per held resource ([`SimRecord::holds`]).
 pub fn lock_records(records: &[SimRecord]) -> Vec<LockRecord> {
     records_of(records.iter())
 }
@@ -110,50 +129,29 @@ pub fn lock_records(records: &[SimRecord]) -> Vec<LockRecord> {
 /// The chaos checker's records of `records`, one per held resource, whose validity ends at the
 /// loss signal if the holder had one earlier.
 fn records_of<'a>(records: impl Iterator<Item = &'a SimRecord>) -> Vec<LockRecord> {
-    let mut out = Vec::new();
-    for r in records {
-        let Some(acquired) = r.acquired else { continue };
-        let validity_end = match (r.validity_end, r.lost) {
-            (Some(valid), Some(lost)) => Some(valid.min(lost)),
-            (valid, lost) => valid.or(lost),
-        };
-        for resource in &r.resources {
-            out.push(LockRecord {
-                client: r.client,
-                resource: resource.clone(),
-                token: String::new(),
-                invoked: r.invoked,
-                acquired: Some(acquired),
-                validity_end,
-                released: Some(r.releasing.unwrap_or(r.ended)),
-                fencing: r.fencing,
-                error: None,
-            });
-        }
-    }
-    out
+    records.flat_map(SimRecord::holds).collect()
 }
 
 /// Overlapping safe intervals of different owners (a reentrant owner is its client), for every
 /// kind that excludes: all but the semaphore's permits and the read holds (checked by
 /// [`semaphore`] and [`readers_and_writers`]), so two writers of a read-write lock are here.
-pub fn exclusion(records: &[SimRecord]) -> Vec<String> {
+pub fn exclusion(records: &[SimRecord]) -> Vec<Finding> {
     let exclusive = records
         .iter()
-        .filter(|r| !matches!(r.kind, Kind::Semaphore | Kind::Read));
+        .filter(|r| !matches!(r.kind, CallKind::Semaphore | CallKind::Read));
     checker::overlaps(&records_of(exclusive))
         .into_iter()
         .filter(|o| o.first.client != o.second.client)
-        .map(|o| held_twice("mutual exclusion", &o))
+        .map(|o| held_twice(Check::Exclusion, &o))
         .collect()
 }
 
 /// More holders of a semaphore at once than its [`SEMAPHORE_PERMITS`] permits, and two holders of
 /// one slot at once (a slot is a plain lock of its own).
-pub fn semaphore(records: &[SimRecord]) -> Vec<String> {
-    let permits = records.iter().filter(|r| r.kind == Kind::Semaphore);
+pub fn semaphore(records: &[SimRecord]) -> Vec<Finding> {
+    let permits = records.iter().filter(|r| r.kind == CallKind::Semaphore);
     let holds = records_of(permits.clone());
-    let mut found: Vec<String> = checker::too_many_holders(&holds, SEMAPHORE_PERMITS as usize)
+    let mut found: Vec<Finding> = checker::too_many_holders(&holds, SEMAPHORE_PERMITS as usize)
         .into_iter()
         .map(|e| {
             let holders: Vec<String> = e
@@ -161,81 +159,86 @@ pub fn semaphore(records: &[SimRecord]) -> Vec<String> {
                 .iter()
                 .map(|h| format!("c{} from {:?}", h.client, h.acquired.unwrap_or_default()))
                 .collect();
-            format!(
-                "semaphore: {} had {} holders at {:?} ({}), above its {SEMAPHORE_PERMITS} permits",
-                e.resource,
-                e.holders.len(),
-                e.at,
-                holders.join(", ")
+            Finding::new(
+                Check::Semaphore,
+                format_args!(
+                    "{} had {} holders at {:?} ({}), above its {SEMAPHORE_PERMITS} permits",
+                    e.resource,
+                    e.holders.len(),
+                    e.at,
+                    holders.join(", ")
+                ),
             )
         })
         .collect();
-    let mut slots = records_of(permits);
-    for (slot, r) in slots.iter_mut().zip(
-        records
-            .iter()
-            .filter(|r| r.kind == Kind::Semaphore && r.acquired.is_some()),
-    ) {
-        slot.resource = format!(
-            "{} slot {}",
-            slot.resource,
-            r.permit.map_or("?".to_owned(), |p| p.to_string())
-        );
-    }
+    // A slot is a plain lock of its own, named after the slot the guard said it held.
+    let slots: Vec<LockRecord> = permits
+        .flat_map(|r| {
+            let slot = r.permit.map_or("?".to_owned(), |p| p.to_string());
+            r.holds().map(move |mut hold| {
+                hold.resource = format!("{} slot {slot}", hold.resource);
+                hold
+            })
+        })
+        .collect();
     found.extend(
         checker::overlaps(&slots)
             .into_iter()
-            .map(|o| held_twice("semaphore", &o)),
+            .map(|o| held_twice(Check::Semaphore, &o)),
     );
     found
 }
 
 /// `CHECK: RESOURCE held by cA from T and by cB from T, D of overlap`.
-fn held_twice(check: &str, o: &checker::Overlap) -> String {
-    overlap_text(check, o, ("held by", "and by"))
+fn held_twice(check: Check, o: &checker::Overlap) -> Finding {
+    overlap_finding(check, o, ("held by", "and by"))
 }
 
 /// `CHECK: RESOURCE FIRST cA from T SECOND cB from T, D of overlap`, with the words that say what
 /// each of the two holds was.
-fn overlap_text(check: &str, o: &checker::Overlap, (first, second): (&str, &str)) -> String {
-    format!(
-        "{check}: {} {first} c{} from {:?} {second} c{} from {:?}, {:?} of overlap",
-        o.resource,
-        o.first.client,
-        o.first.acquired.unwrap_or_default(),
-        o.second.client,
-        o.second.acquired.unwrap_or_default(),
-        o.overlap
+fn overlap_finding(check: Check, o: &checker::Overlap, (first, second): (&str, &str)) -> Finding {
+    Finding::new(
+        check,
+        format_args!(
+            "{} {first} c{} from {:?} {second} c{} from {:?}, {:?} of overlap",
+            o.resource,
+            o.first.client,
+            o.first.acquired.unwrap_or_default(),
+            o.second.client,
+            o.second.acquired.unwrap_or_default(),
+            o.overlap
+        ),
     )
 }
 
 /// A read hold of a read-write lock whose safe interval overlaps a write hold's on the same
 /// resource (two write holds are [`exclusion`]'s).
-pub fn readers_and_writers(records: &[SimRecord]) -> Vec<String> {
-    let readers = records_of(records.iter().filter(|r| r.kind == Kind::Read));
-    let writers = records_of(records.iter().filter(|r| r.kind == Kind::Write));
+pub fn readers_and_writers(records: &[SimRecord]) -> Vec<Finding> {
+    let readers = records_of(records.iter().filter(|r| r.kind == CallKind::Read));
+    let writers = records_of(records.iter().filter(|r| r.kind == CallKind::Write));
     checker::reader_writer_overlaps(&readers, &writers)
         .into_iter()
-        .map(|o| overlap_text("read-write", &o, ("written by", "while read by")))
+        .map(|o| overlap_finding(Check::ReadWrite, &o, ("written by", "while read by")))
         .collect()
 }
 
 /// Multi-resource holds that do not hold every resource asked for.
-pub fn all_or_nothing(records: &[SimRecord]) -> Vec<String> {
+pub fn all_or_nothing(records: &[SimRecord]) -> Vec<Finding> {
     records
         .iter()
-        .filter(|r| r.kind == Kind::Multi && r.acquired.is_some())
+        .filter(|r| r.kind == CallKind::Multi && r.lock.acquired.is_some())
         .filter(|r| {
-            let mut want = r.resources.clone();
-            let mut held = r.held.clone();
-            want.sort();
-            held.sort();
+            let mut want: Vec<&str> = r.resources().collect();
+            let mut held: Vec<&str> = r.held.iter().map(String::as_str).collect();
+            want.sort_unstable();
+            held.sort_unstable();
             want != held
         })
         .map(|r| {
-            format!(
-                "multi: c{} asked for {:?} and holds {:?}",
-                r.client, r.resources, r.held
+            let asked: Vec<&str> = r.resources().collect();
+            Finding::new(
+                Check::AllOrNothing,
+                format_args!("c{} asked for {asked:?} and holds {:?}", r.lock.client, r.held),
             )
         })
         .collect()
@@ -243,19 +246,24 @@ pub fn all_or_nothing(records: &[SimRecord]) -> Vec<String> {
 
 /// Fencing tokens that went backwards: a hold that began after another's safe interval ended
 /// must carry a larger token; and no token is handed out twice.
-pub fn fencing(records: &[SimRecord]) -> Vec<String> {
+pub fn fencing(records: &[SimRecord]) -> Vec<Finding> {
     let mut found = Vec::new();
     let mut by_resource: BTreeMap<&str, Vec<(Duration, Duration, u64, usize)>> = BTreeMap::new();
     for r in records {
-        let (Some(token), Some(acquired)) = (r.fencing, r.acquired) else {
+        let (Some(token), Some(acquired)) = (r.lock.fencing, r.lock.acquired) else {
             continue;
         };
-        let released = r.releasing.unwrap_or(r.ended);
-        let end = r.validity_end.unwrap_or(released).min(released).max(acquired);
+        let released = r.lock.released.unwrap_or(r.ended);
+        let end = r
+            .lock
+            .validity_end
+            .unwrap_or(released)
+            .min(released)
+            .max(acquired);
         by_resource
-            .entry(r.resources[0].as_str())
+            .entry(r.first_resource())
             .or_default()
-            .push((acquired, end, token, r.client));
+            .push((acquired, end, token, r.lock.client));
     }
     for (resource, holds) in by_resource {
         let mut by_end = holds.clone();
@@ -273,17 +281,23 @@ pub fn fencing(records: &[SimRecord]) -> Vec<String> {
             }
             if let Some((earlier, who)) = highest {
                 if token <= earlier {
-                    found.push(format!(
-                        "fencing: {resource} token {token} (c{client} at {acquired:?}) after token {earlier} (c{who}) had ended"
+                    found.push(Finding::new(
+                        Check::Fencing,
+                        format_args!(
+                            "{resource} token {token} (c{client} at {acquired:?}) after token {earlier} (c{who}) had ended"
+                        ),
                     ));
                 }
             }
         }
     }
     for (a, b) in checker::duplicate_fencing_tokens(&lock_records(records)) {
-        found.push(format!(
-            "fencing: token {:?} handed to c{} and c{} on {}",
-            a.fencing, a.client, b.client, a.resource
+        found.push(Finding::new(
+            Check::Fencing,
+            format_args!(
+                "token {:?} handed to c{} and c{} on {}",
+                a.fencing, a.client, b.client, a.resource
+            ),
         ));
     }
     found
@@ -300,31 +314,35 @@ fn quiet(faults: &[FaultWindow], from: Duration, to: Duration) -> bool {
 /// 0.8 % of the time since the run start), so a call a whole ms earlier by its own clock
 /// ([`SimRecord::stamped`]) holds the earlier ticket. Judged only with no fault around, and once
 /// the earlier ticket had time to reach the queues.
-pub fn fair_order(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<String> {
+pub fn fair_order(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<Finding> {
     let mut found = Vec::new();
     let mut by_resource: BTreeMap<&str, Vec<&SimRecord>> = BTreeMap::new();
-    for r in records.iter().filter(|r| r.kind == Kind::Fair) {
-        by_resource.entry(r.resources[0].as_str()).or_default().push(r);
+    for r in records.iter().filter(|r| r.kind == CallKind::Fair) {
+        by_resource.entry(r.first_resource()).or_default().push(r);
     }
     for (resource, calls) in by_resource {
         for a in &calls {
             // Tickets are stamped on each client's own clock, in whole milliseconds.
             let a_ms = a.stamped.as_millis();
             // While `a` waited: from its call until it got the lock, or until it gave up.
-            let gave_up = a.ended.min(a.invoked + a.wait).saturating_sub(FAIR_MARGIN);
-            let waited_until = a.acquired.unwrap_or(gave_up);
+            let (a_called, a_client) = (a.lock.invoked, a.lock.client);
+            let gave_up = a.ended.min(a_called + a.wait).saturating_sub(FAIR_MARGIN);
+            let waited_until = a.lock.acquired.unwrap_or(gave_up);
             for b in &calls {
-                let Some(granted) = b.acquired else { continue };
+                let Some(granted) = b.lock.acquired else { continue };
                 if b.stamped.as_millis() <= a_ms
-                    || granted < a.invoked + FAIR_MARGIN
+                    || granted < a_called + FAIR_MARGIN
                     || granted >= waited_until
                 {
                     continue;
                 }
-                if quiet(faults, a.invoked, granted) {
-                    found.push(format!(
-                        "fair: {resource} granted to c{} (called at {:?}) at {granted:?} while c{} (called earlier, at {:?}) waited",
-                        b.client, b.invoked, a.client, a.invoked
+                if quiet(faults, a_called, granted) {
+                    found.push(Finding::new(
+                        Check::FairOrder,
+                        format_args!(
+                            "{resource} granted to c{} (called at {:?}) at {granted:?} while c{a_client} (called earlier, at {a_called:?}) waited",
+                            b.lock.client, b.lock.invoked
+                        ),
                     ));
                 }
             }
@@ -336,32 +354,35 @@ pub fn fair_order(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<String> 
 /// Acquires that failed although no fault was near, no other call touched the resource, and no
 /// earlier hold could still be on a master: with a majority reachable and no holder, an acquire
 /// must succeed within its wait.
-pub fn liveness(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<String> {
+pub fn liveness(records: &[SimRecord], faults: &[FaultWindow]) -> Vec<Finding> {
     let mut found = Vec::new();
-    for f in records.iter().filter(|r| r.error.is_some()) {
-        if !quiet(faults, f.invoked, f.ended) {
+    for f in records.iter().filter(|r| r.lock.error.is_some()) {
+        if !quiet(faults, f.lock.invoked, f.ended) {
             continue;
         }
         let contended = records.iter().any(|o| {
-            if std::ptr::eq(o, f) || !o.resources.iter().any(|res| f.resources.contains(res)) {
+            if std::ptr::eq(o, f) || !o.resources().any(|res| f.resources().any(|mine| mine == res)) {
                 return false;
             }
             // What `o` may leave on a master: its key until its TTL if its release was not confirmed.
             let lingers = if o.released_ok {
                 o.ended
             } else {
-                o.ended.max(o.invoked + o.ttl) + o.ttl
+                o.ended.max(o.lock.invoked + o.ttl) + o.ttl
             };
-            o.invoked <= f.ended && lingers + QUIET_BEFORE >= f.invoked
+            o.lock.invoked <= f.ended && lingers + QUIET_BEFORE >= f.lock.invoked
         });
         if !contended {
-            found.push(format!(
-                "liveness: c{} could not take {:?} (wait {:?}) at {:?} with every master reachable and no other caller: {}",
-                f.client,
-                f.resources,
-                f.wait,
-                f.invoked,
-                f.error.as_deref().unwrap_or_default()
+            let wanted: Vec<&str> = f.resources().collect();
+            found.push(Finding::new(
+                Check::Liveness,
+                format_args!(
+                    "c{} could not take {wanted:?} (wait {:?}) at {:?} with every master reachable and no other caller: {}",
+                    f.lock.client,
+                    f.wait,
+                    f.lock.invoked,
+                    f.lock.error.as_deref().unwrap_or_default()
+                ),
             ));
         }
     }

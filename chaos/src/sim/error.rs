@@ -1,13 +1,14 @@
-//! The error of building or restarting a simulated master (only its embedded Lua can fail, and
-//! only when the process is out of memory or the engine's setup is broken), or of setting up a
-//! simulated run around it.
+//! The error of setting up a simulated run: one of its masters could not be built, or the
+//! runtime or a client around them.
 
-/// A simulated master could not be built.
+use super::master::MasterError;
+
+/// A simulated run could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    /// The Lua state could not be set up.
-    #[error("simulated master: Lua setup failed: {0}")]
-    Lua(String),
+    /// A simulated master could not be built or restarted.
+    #[error(transparent)]
+    Master(#[from] MasterError),
     /// The single-threaded runtime on the paused clock could not be built.
     #[error("simulation: cannot build the runtime: {0}")]
     Runtime(String),
@@ -19,10 +20,4 @@ pub enum SimError {
         /// Why.
         message: String,
     },
-}
-
-impl From<mlua::Error> for SimError {
-    fn from(e: mlua::Error) -> Self {
-        SimError::Lua(e.to_string())
-    }
 }

@@ -13,7 +13,8 @@ use rand::RngExt;
 use redis::AsyncCommands;
 
 use super::client::StoreConn;
-use super::workload::{ClientCtx, Kind, SimRecord};
+use super::context::ClientCtx;
+use super::record::{CallKind, SimRecord};
 
 /// The slack a holder keeps before its validity ends when it writes: the store's round trip.
 const WRITE_MARGIN: Duration = Duration::from_millis(10);
@@ -39,11 +40,11 @@ pub(crate) async fn hold(
     // The out-of-model behaviours of the controls and the fenced holder's pause keep to one write.
     let plain_behaviour = !ctx.behaviour.ignore_validity && !ctx.behaviour.pause_unfenced;
     let mode = match ctx.rng.random_range(0..5u8) {
-        0 if plain_behaviour && record.kind != Kind::Fenced => Mode::KeptAlive,
-        1 if plain_behaviour && record.kind != Kind::Fenced => Mode::Extended,
+        0 if plain_behaviour && record.kind != CallKind::Fenced => Mode::KeptAlive,
+        1 if plain_behaviour && record.kind != CallKind::Fenced => Mode::Extended,
         _ => Mode::Once,
     };
-    let resources = record.resources.clone();
+    let resources: Vec<String> = record.resources().map(str::to_owned).collect();
     match mode {
         Mode::Once => {
             for resource in &resources {
@@ -102,8 +103,8 @@ pub(crate) async fn hold(
 /// The witness counter `resource`'s holder writes: one per semaphore slot, none for a reader.
 fn witness(record: &SimRecord, resource: &str) -> Option<String> {
     match record.kind {
-        Kind::Read => None,
-        Kind::Semaphore => Some(format!("w:{resource}:p{}", record.permit.unwrap_or(u32::MAX))),
+        CallKind::Read => None,
+        CallKind::Semaphore => Some(format!("w:{resource}:p{}", record.permit.unwrap_or(u32::MAX))),
         _ => Some(format!("w:{resource}")),
     }
 }
@@ -130,7 +131,7 @@ async fn critical_section(
     let clock = ctx.clock.clone();
     let valid =
         |margin: Duration| ignore || (!guard.is_lost() && clock.deadline(margin) < guard.valid_until());
-    if let (Some(token), Some(key)) = (record.fencing, key.as_deref()) {
+    if let (Some(token), Some(key)) = (record.lock.fencing, key.as_deref()) {
         // Fenced: the store itself rejects a holder that paused past its validity.
         let Ok(value) = fenced.read::<u64>(key, token).await else {
             record.stale += 1;

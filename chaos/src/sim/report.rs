@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::checks::Finding;
 use super::controls::Control;
 use super::run::{run_seed, SeedConfig, SeedOutcome};
 use super::SimError;
@@ -33,8 +34,8 @@ pub struct Failure {
     pub seed: u64,
     /// The command line that replays it.
     pub replay: String,
-    /// Its violations (the first few).
-    pub violations: Vec<String>,
+    /// Its violations (the first few), each with the check that found it.
+    pub violations: Vec<Finding>,
     /// Its lost updates.
     pub lost_updates: u64,
     /// Its leaked keys.
@@ -194,12 +195,7 @@ pub fn sweep(plan: Sweep, mut each: impl FnMut(&SeedOutcome)) -> Result<Summary,
             summary.failures.push(Failure {
                 seed,
                 replay: replay_command(seed, plan.simulated, plan.control),
-                violations: outcome
-                    .violations
-                    .iter()
-                    .take(5)
-                    .map(ToString::to_string)
-                    .collect(),
+                violations: outcome.violations.iter().take(5).cloned().collect(),
                 lost_updates: outcome.lost_updates,
                 leaked_keys: outcome.leaked_keys.iter().take(5).cloned().collect(),
             });

@@ -19,13 +19,16 @@ use tokio::time::Instant;
 use super::checks::{self, Check, Finding};
 use super::client::{SimLink, StoreConn, Wire};
 use super::clock::ClientClock;
+use super::context::{Behaviour, ClientCtx};
 use super::controls::Control;
 use super::env::SimEnv;
 use super::fault::{plan, plan_stalls, ClockStall, PlanShape, Planned};
+use super::master::{Flavor, MasterConfig, Persistence, SimMaster};
+use super::record::{CallKind, SimRecord};
 use super::wire::{Incoming, LeftKey};
-use super::workload::{run_client, Behaviour, ClientCtx, Kind, SimRecord};
+use super::workload::run_client;
 use super::world::{MasterClock, Node, World};
-use super::{Flavor, MasterConfig, Persistence, SimError, SimMaster};
+use super::SimError;
 use crate::history::FaultWindow;
 
 /// Some day in 2023, in ms since the epoch: where the simulated clocks start.
@@ -247,9 +250,9 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
         ignore_validity: control == Some(Control::IgnoreValidity),
         pause_unfenced: control == Some(Control::PauseUnfenced),
         kinds: match control {
-            Some(Control::PauseUnfenced | Control::IgnoreValidity) => &[Kind::Plain],
-            Some(Control::FairSkipsQueue) => &[Kind::Fair],
-            _ => &Kind::ALL,
+            Some(Control::PauseUnfenced | Control::IgnoreValidity) => &[CallKind::Plain],
+            Some(Control::FairSkipsQueue) => &[CallKind::Fair],
+            _ => &CallKind::ALL,
         },
     };
     let records: Arc<Mutex<Vec<SimRecord>>> = Arc::default();
@@ -328,7 +331,7 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
     let mut outcome = SeedOutcome {
         seed: config.seed,
         attempts: records.len() as u64,
-        acquisitions: records.iter().filter(|r| r.acquired.is_some()).count() as u64,
+        acquisitions: records.iter().filter(|r| r.lock.acquired.is_some()).count() as u64,
         faults: world.faults + stalls.len() as u64,
         commands: world.commands,
         violations,
@@ -348,7 +351,7 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
         ),
         lost_signals: records.iter().filter(|r| r.lost.is_some()).count() as u64,
     };
-    for r in records.iter().filter(|r| r.acquired.is_some()) {
+    for r in records.iter().filter(|r| r.lock.acquired.is_some()) {
         *outcome
             .by_kind
             .entry(format!("{:?}", r.kind).to_lowercase())
@@ -385,7 +388,7 @@ fn history_hash(
         let _ = writeln!(text, "fault {:?} {:?} {}", f.start, f.end, f.label);
     }
     for r in records {
-        let _ = writeln!(text, "{r:?}");
+        let _ = writeln!(text, "{}", r.history_line());
     }
     for (key, value) in finals {
         let _ = writeln!(text, "final {key} {value}");

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use quorlock_chaos::sim::{sha1_hex, Flavor, MasterConfig, Persistence, SimMaster};
+use quorlock_chaos::sim::master::{sha1_hex, Flavor, MasterConfig, Persistence, SimMaster};
 use quorlock_chaos::{Cluster, ClusterOptions, Server};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};

@@ -84,7 +84,7 @@ impl Scripts<'_> {
     /// Runs `script` with `keys` and `args`, compares the replies, then the `touched` keys.
     fn call(&mut self, script: &str, keys: &[&str], args: &[&str], expect: Value, touched: &[&str]) {
         let numkeys = keys.len().to_string();
-        let sha = quorlock_chaos::sim::sha1_hex(script.as_bytes());
+        let sha = quorlock_chaos::sim::master::sha1_hex(script.as_bytes());
         let head = if self.calls.is_multiple_of(2) {
             ["EVAL", script]
         } else {

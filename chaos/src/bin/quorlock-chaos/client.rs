@@ -8,9 +8,9 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use quorlock_chaos::compose::wire::{ClientLine, WireRecord, WireStats};
+use quorlock_chaos::compose::wire::{ClientLine, WireStats};
 use quorlock_chaos::workload::{self, ClientMode, WorkloadOptions};
-use quorlock_chaos::{ClientPauses, History, RunClock};
+use quorlock_chaos::{ClientPauses, History, LockRecord, RunClock};
 
 use crate::scenarios::UnsafeArg;
 
@@ -137,9 +137,15 @@ pub async fn run(args: ClientArgs) -> ExitCode {
     };
     let mut out = std::io::stdout().lock();
     let records = history.records();
+    // Each record's client, numbered here within this group, is numbered within the whole run.
     let lines = records
-        .iter()
-        .map(|r| ClientLine::Record(WireRecord::new(r, r.client * args.groups + args.group)))
+        .into_iter()
+        .map(|r| {
+            ClientLine::Record(LockRecord {
+                client: r.client * args.groups + args.group,
+                ..r
+            })
+        })
         .chain(std::iter::once(ClientLine::Stats(WireStats::from(stats))));
     for line in lines {
         let text = match serde_json::to_string(&line) {

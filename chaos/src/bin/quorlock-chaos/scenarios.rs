@@ -224,7 +224,8 @@ pub async fn run(args: RunArgs) -> ExitCode {
             Ok(report) => {
                 failed |= report.verdict == Verdict::Fail;
                 if report.verdict == Verdict::Inconclusive {
-                    unsure.push(format!("{}: {}", scenario.name, report.reasons.join("; ")));
+                    let reasons: Vec<&str> = report.reasons.iter().map(|r| r.text.as_str()).collect();
+                    unsure.push(format!("{}: {}", scenario.name, reasons.join("; ")));
                 }
                 rows.push(report.table_row());
             }

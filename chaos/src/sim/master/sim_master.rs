@@ -9,8 +9,8 @@ use std::rc::Rc;
 use redis::Value;
 
 use super::commands::Cmd;
-use super::config::MasterConfig;
-use super::error::SimError;
+use super::config::{Flavor, MasterConfig, Persistence};
+use super::error::MasterError;
 use super::exec;
 use super::lua::ScriptEngine;
 use super::numfmt::parse_i64;
@@ -31,7 +31,7 @@ const BUSY: &str = "ERR simulated master is busy";
 
 impl SimMaster {
     /// A master started at `now` (ms on its own clock), empty.
-    pub fn new(config: MasterConfig, now: u64) -> Result<SimMaster, SimError> {
+    pub fn new(config: MasterConfig, now: u64) -> Result<SimMaster, MasterError> {
         let mut run_ids = RunIds::new(config.seed);
         let server = Rc::new(RefCell::new(Server::new(config, run_ids.next_id(), now)));
         let engine = ScriptEngine::new(Rc::clone(&server))?;
@@ -176,13 +176,13 @@ impl SimMaster {
     /// Restarts the master at `now`: a new `run_id`, uptime from zero, a fresh Lua state with an
     /// empty script cache. The data survives only with `keep_data` (a restart of an
     /// `appendfsync always` master keeps it; a crash without persistence, or a wipe, loses it).
-    pub fn restart(&mut self, keep_data: bool, now: u64) -> Result<(), SimError> {
+    pub fn restart(&mut self, keep_data: bool, now: u64) -> Result<(), MasterError> {
         let engine = ScriptEngine::new(Rc::clone(&self.server))?;
         {
             let mut server = self
                 .server
                 .try_borrow_mut()
-                .map_err(|_| SimError::Lua(BUSY.to_owned()))?;
+                .map_err(|_| MasterError::Lua(BUSY.to_owned()))?;
             if !keep_data {
                 server.keyspace.clear();
             }
@@ -238,7 +238,7 @@ impl SimMaster {
         match self.server.try_borrow() {
             Ok(server) => server.config,
             // Unreachable through `&self`; the config never changes, so any copy would do.
-            Err(_) => MasterConfig::new(super::Flavor::Redis70, super::Persistence::None, 0),
+            Err(_) => MasterConfig::new(Flavor::Redis70, Persistence::None, 0),
         }
     }
 
