@@ -27,11 +27,15 @@
 //!    lock (`with_lock`, [`LockHandle`]); [`Quorlock::release_token`]
 //!    (`by_token`); [`Inspection`] (`inspect`), and [`SemaphoreInspection`] and [`RwInspection`]
 //!    (`inspect_kinds`); [`FencedStore`] (`fenced_store`), a resource that
-//!    rejects stale fencing tokens. A kind supplies its keys, its scripts and what its replies mean;
-//!    it never re-implements the round.
+//!    rejects stale fencing tokens. A kind is a value of one trait (`kinds/kind.rs`): it supplies
+//!    its keys, its acquire call, how a reply reads, how it waits and its hold's extend and
+//!    release, and one generic path (`client/acquire.rs`) does the checks, the local queue, the
+//!    retry, the round and the guard for every kind. Fencing wraps a kind (`kinds/fenced.rs`).
 //! 2. **Mechanisms, each written once, each taking only what it needs:**
-//!    - `round`: fan out to every master, feed the core's tally, return at the decision, and leave
-//!      the slower masters' requests to a task;
+//!    - `round`: the one round driver. It fans out to every master, admits each reply's vote by
+//!      one rule, feeds a count of the replies (the core's tally, or one per lock for the
+//!      watchdog's batch), returns at the decision, and leaves the slower masters' requests to a
+//!      task. Acquire, the fenced rounds, extend and the watchdog's batch all run through it;
 //!    - `release`: release everywhere, with drop safety (`ReleaseOnDrop`);
 //!    - `retry`: the retry loop, and its policies (`retry/policy.rs`): a jittered delay, a release
 //!      announcement, or the lock's expiry on a majority;

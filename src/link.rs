@@ -117,11 +117,6 @@ impl Link {
         Query(self.master.send(cmd, timeout))
     }
 
-    /// `SET key token NX PX ttl`, pre-built once per round: `Ok` when we got the key.
-    pub(crate) fn set_nx(&self, cmd: Arc<Cmd>) -> SetNx {
-        SetNx(self.query(cmd))
-    }
-
     /// Runs a script call: by SHA1 when this connection is known to have run the script, else (or
     /// on `NOSCRIPT`) with its source, which caches it for the next calls.
     pub(crate) fn run_script(&self, call: &ScriptCall) -> ScriptRequest {
@@ -153,6 +148,7 @@ impl Link {
     pub(crate) fn call(&self, call: &Call) -> CallRequest {
         match call {
             Call::Script(call) => CallRequest::Script(self.run_script(call)),
+            Call::Command(cmd) => CallRequest::Query(self.query(Arc::clone(cmd))),
             Call::CompareDelete {
                 key,
                 token,
@@ -247,24 +243,6 @@ impl Future for Query {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0.as_mut().poll(cx).map(extract)
-    }
-}
-
-/// A `SET NX` in flight: `Ok` when the master granted the key.
-pub(crate) struct SetNx(Query);
-
-impl Future for SetNx {
-    type Output = Result<(), NodeErrorKind>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx).map(|reply| match reply? {
-            Value::Okay => Ok(()),
-            Value::SimpleString(s) if s == "OK" => Ok(()),
-            Value::Nil => Err(NodeErrorKind::Held),
-            other => Err(NodeErrorKind::Protocol(
-                format!("SET NX answered {other:?}").into(),
-            )),
-        })
     }
 }
 
@@ -365,6 +343,8 @@ impl Future for ScriptRequest {
 pub(crate) enum Call {
     /// A script of the kind's, by SHA1 where the connection has it cached.
     Script(ScriptCall),
+    /// One command, built once for every master of a round (the plain lock's `SET NX`).
+    Command(Arc<Cmd>),
     /// A plain lock's compare-and-delete, announced on its release channel: `DELIFEQ` where the
     /// master has it, else `script`.
     CompareDelete {
@@ -400,6 +380,8 @@ pub(crate) enum Call {
 pub(crate) enum CallRequest {
     /// A script call.
     Script(ScriptRequest),
+    /// A command.
+    Query(Query),
     /// A native compare-and-act.
     Native(NativeRequest),
 }
@@ -410,6 +392,7 @@ impl Future for CallRequest {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             CallRequest::Script(request) => Pin::new(request).poll(cx),
+            CallRequest::Query(request) => Pin::new(request).poll(cx),
             CallRequest::Native(request) => Pin::new(request).poll(cx),
         }
     }

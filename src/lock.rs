@@ -16,8 +16,16 @@ use tracing::{field, instrument};
 use crate::client::{Guard, Quorlock};
 use crate::core::RetryPlan;
 use crate::error::{AcquireError, InputError};
-use crate::kinds::{fair, fenced, multi, reentrant, rwlock, semaphore, FairOptions, LockOwner};
+use crate::kinds::fair::Fair;
+use crate::kinds::kind::Kind as _;
+use crate::kinds::multi::{label, Multi};
+use crate::kinds::plain::Plain;
+use crate::kinds::reentrant::Reentrant;
+use crate::kinds::rwlock::{Reading, Writing};
+use crate::kinds::semaphore::Semaphore;
+use crate::kinds::{FairOptions, LockOwner};
 use crate::metrics;
+use crate::names::ttl_millis;
 use crate::watchdog::KeepAlive;
 
 /// A lock request: start one with [`Quorlock::lock`] or [`Quorlock::lock_all`].
@@ -305,7 +313,7 @@ impl<'a> Lock<'a> {
     pub(crate) fn label(&self) -> String {
         match &self.target {
             Target::One(resource) => resource.clone(),
-            Target::All(all) => format!("{{{}}}", all.join(", ")),
+            Target::All(all) => label(all),
         }
     }
 
@@ -361,18 +369,25 @@ impl<'a> Lock<'a> {
         result
     }
 
-    /// Hands the request to its kind.
+    /// Hands the request to the one acquire path, as the kind's value.
     async fn dispatch(self, plan: Option<RetryPlan>) -> Result<Guard, AcquireError> {
         let inner = &self.client.inner;
+        let ctx = inner.ctx();
+        let ttl = self.ttl;
         match (&self.target, self.kind, self.fenced) {
             (Target::One(resource), Kind::Plain, false) => {
-                inner.acquire_plain(resource, self.ttl, plan).await
+                inner.acquire(Plain::new(&ctx, resource), ttl, plan).await
             }
             (Target::One(resource), Kind::Plain, true) => {
-                fenced::acquire(inner, resource, self.ttl, plan).await
+                inner.acquire_fenced(Plain::new(&ctx, resource), ttl, plan).await
             }
             (Target::One(resource), Kind::Write, fenced) => {
-                rwlock::acquire_write(inner, resource, self.ttl, plan, fenced).await
+                let writing = Writing::new(&ctx, resource, ttl_millis(ttl));
+                if fenced {
+                    inner.acquire_fenced(writing, ttl, plan).await
+                } else {
+                    inner.acquire(writing, ttl, plan).await
+                }
             }
             (Target::All(_), _, true) => Err(InputError::Unsupported {
                 what: "a fenced lock on a set of resources (fence each resource with its own lock)"
@@ -382,18 +397,28 @@ impl<'a> Lock<'a> {
             (Target::One(_), kind, true) => Err(unsupported_fencing(&kind).into()),
             (Target::One(resource), Kind::Reentrant(owner), false) => {
                 tracing::Span::current().record("owner", owner.as_str());
-                reentrant::acquire(inner, resource, &owner, self.ttl, plan).await
+                inner
+                    .acquire(Reentrant::new(&ctx, resource, &owner), ttl, plan)
+                    .await
             }
             (Target::One(resource), Kind::Fair(options), false) => {
-                fair::acquire(inner, resource, self.ttl, options, plan).await
+                inner
+                    .acquire(Fair::new(&ctx, resource, options)?, ttl, plan)
+                    .await
             }
             (Target::One(resource), Kind::Semaphore(permits), false) => {
-                semaphore::acquire(inner, resource, permits, self.ttl, plan).await
+                let semaphore = Semaphore::new(&ctx, resource, permits)?;
+                inner.acquire(semaphore, ttl, plan).await
             }
             (Target::One(resource), Kind::Read, false) => {
-                rwlock::acquire_read(inner, resource, self.ttl, plan).await
+                inner.acquire(Reading::new(&ctx, resource), ttl, plan).await
             }
-            (Target::All(all), Kind::Plain, false) => multi::acquire(inner, all, self.ttl, plan).await,
+            (Target::All(all), Kind::Plain, false) => {
+                let multi = Multi::new(&ctx, all);
+                // The set, as one label, is the span's resource.
+                tracing::Span::current().record("resource", multi.resource());
+                inner.acquire(multi, ttl, plan).await
+            }
             (Target::All(_), kind, false) => Err(InputError::Unsupported {
                 what: format!("a {} lock on a set of resources", kind.name(false)),
             }

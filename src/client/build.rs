@@ -92,7 +92,7 @@ impl QuorlockBuilder {
         same_server(&masters, &health)?;
         let inner = Inner {
             waits: Waits::new(&masters, config.connect_timeout, config.clock.clone()),
-            watchdog: Watchdog::new(&masters, Arc::clone(&config)),
+            watchdog: Watchdog::new(&masters, &health, &names, Arc::clone(&config)),
             names,
             queue: LocalQueue::default(),
             background: Background::new(),

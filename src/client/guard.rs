@@ -27,13 +27,14 @@ use tracing::{field, instrument, Span};
 
 use super::Inner;
 use crate::core::release::verdict;
-use crate::core::{Decision, Tally};
+use crate::core::Decision;
 use crate::error::{ExtendError, ReleaseError, Released};
 use crate::lease::Lease;
 use crate::lua::Found;
 use crate::metrics::{self, Cause};
 use crate::names::ttl_millis;
 use crate::release::{report_unawaited, Release, Releasing};
+use crate::round::Read;
 use crate::watchdog::KeepAlive;
 
 /// A lock held on a majority of masters. Release it with [`Guard::release`].
@@ -174,15 +175,12 @@ impl Guard {
             });
         }
         let call = lease.ops.extend(ttl_millis(ttl));
-        let started = lease.clock.now();
-        let mut tally = Tally::new(round.masters.len(), timing, started.into_std());
+        let mut votes = round.votes::<()>(timing);
         let mut pending = round.fan_out(|link| {
             link.call(&call)
-                .map(|reply| reply.and_then(Found::from_reply).and_then(Found::into_result))
+                .map(|reply| Read::vote(reply.and_then(Found::from_reply).and_then(Found::into_result)))
         });
-        let mut failures = Vec::new();
-        let decision = round.decide(&mut tally, &mut pending, &mut failures).await;
-        match decision {
+        match round.decide(&mut votes, &mut pending).await {
             Decision::Acquired {
                 validity,
                 valid_until,
@@ -192,14 +190,7 @@ impl Guard {
             }
             _ => {
                 lease.lose(Cause::ExtendFailed);
-                failures.sort_by_key(|f| f.node);
-                Err(ExtendError::Lost {
-                    resource: lease.resource.clone(),
-                    extended: tally.yes(),
-                    required: tally.required(),
-                    masters: tally.masters(),
-                    failures: failures.into(),
-                })
+                Err(votes.extend_error(&lease.resource))
             }
         }
     }

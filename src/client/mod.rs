@@ -4,14 +4,13 @@
 //! The handle owns the mechanisms and hands each only what it needs: the masters and their health
 //! to a round, the masters and the background tasks to a release, the pub/sub hub to a wait, the
 //! masters and the configuration to the watchdog. Its fields are private to this module; the lock
-//! kinds and the other public operations reach the mechanisms through the methods here. Building
-//! is in `build.rs`, the plain acquire in `acquire.rs`, and the held lock in `guard.rs`.
+//! kinds never see it: they get a narrow context (`kinds/kind.rs`). Building is in `build.rs`, the
+//! one acquire path of every kind in `acquire.rs`, and the held lock in `guard.rs`.
 
 mod acquire;
 mod build;
 mod guard;
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,16 +21,15 @@ use crate::clock::Clock;
 use crate::coalesce::LocalQueue;
 use crate::config::Config;
 use crate::core::{quorum, RetryPlan, Timing};
-use crate::error::{AcquireError, InputError, NodeErrorKind};
+use crate::error::InputError;
 use crate::health::{Health, HealthSnapshot};
 use crate::lease::Lease;
-use crate::link::{Link, Masters};
+use crate::link::Masters;
 use crate::names::Names;
 use crate::ops::LockOps;
 use crate::pubsub::Waits;
 use crate::release::Release;
-use crate::retry::policy::{Backoff, ReleaseWake, Sleep};
-use crate::retry::retry;
+use crate::retry::policy::Jittered;
 use crate::round::Round;
 use crate::token::Entropy;
 use crate::watchdog::{Watchdog, WatchdogStats};
@@ -140,29 +138,9 @@ impl Inner {
         &self.masters
     }
 
-    /// The checked configuration.
-    pub(crate) fn config(&self) -> &Config {
-        &self.config
-    }
-
     /// The keys and channels of this client.
     pub(crate) fn names(&self) -> &Names {
         &self.names
-    }
-
-    /// Each master's health, which fencing also keeps its counter state in.
-    pub(crate) fn health(&self) -> &Arc<Health> {
-        &self.health
-    }
-
-    /// The pub/sub hub of this client's waiters.
-    pub(crate) fn waits(&self) -> &Waits {
-        &self.waits
-    }
-
-    /// Where tokens, ids, jitter and fair tickets' time come from.
-    pub(crate) fn entropy(&self) -> &Entropy {
-        &self.entropy
     }
 
     /// The clock every deadline, validity and wait of this client is measured on.
@@ -202,14 +180,6 @@ impl Inner {
         Ok(timing)
     }
 
-    /// Checks per-call arguments against the configuration.
-    pub(crate) fn check(&self, resource: &str, ttl: Duration) -> Result<Timing, InputError> {
-        if resource.is_empty() {
-            return Err(InputError::EmptyResource);
-        }
-        self.check_ttl(ttl)
-    }
-
     /// The guard of a lock won on a majority, valid until `valid_until`.
     pub(crate) fn guard(
         self: &Arc<Self>,
@@ -225,27 +195,9 @@ impl Inner {
         Guard::new(Arc::clone(self), lease)
     }
 
-    /// One acquire round of any kind of lock (see [`Round::acquire`]), returning its guard.
-    pub(crate) async fn acquire_round<F, Fut>(
-        self: &Arc<Self>,
-        resource: &str,
-        key: Arc<str>,
-        token: Arc<str>,
-        timing: Timing,
-        ops: Arc<dyn LockOps>,
-        send: F,
-    ) -> Result<Guard, AcquireError>
-    where
-        F: Fn(&Link) -> Fut,
-        Fut: Future<Output = Result<(), NodeErrorKind>> + Unpin + Send + 'static,
-    {
-        let valid_until = self.round().acquire(resource, timing, &ops, send).await?;
-        Ok(self.guard(resource, key, token, ops, timing.ttl(), valid_until))
-    }
-
     /// Backs off between attempts within `plan`, from `started`, sleeping with `sleep`.
-    pub(crate) fn backoff<S>(&self, plan: RetryPlan, started: Instant, sleep: S) -> Backoff<S> {
-        Backoff::new(
+    pub(crate) fn backoff<S>(&self, plan: RetryPlan, started: Instant, sleep: S) -> Jittered<S> {
+        Jittered::new(
             plan,
             self.config.backoff,
             self.entropy.clone(),
@@ -253,51 +205,5 @@ impl Inner {
             started,
             sleep,
         )
-    }
-
-    /// Listens for releases of `keys` between attempts (when waking on release is on).
-    pub(crate) fn release_wake(&self, keys: Vec<String>) -> ReleaseWake<'_> {
-        ReleaseWake::new(
-            &self.waits,
-            keys,
-            self.config.wake_on_release,
-            self.config.node_timeout,
-            self.config.clock.clone(),
-        )
-    }
-
-    /// Makes attempts with `attempt` within `plan`, each pause cut short by `sleep`.
-    pub(crate) async fn retrying<T, F, Fut, S>(
-        &self,
-        resource: &str,
-        plan: RetryPlan,
-        sleep: S,
-        attempt: F,
-    ) -> Result<T, AcquireError>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, AcquireError>>,
-        S: Sleep + Send + Sync,
-    {
-        let started = self.clock().now();
-        let mut policy = self.backoff(plan, started, sleep);
-        retry(resource, self.clock(), started, &mut policy, attempt).await
-    }
-
-    /// [`Inner::retrying`] for a lock kind whose lock is the keys `keys`: a pause ends early when a
-    /// release of one of them is announced.
-    pub(crate) async fn retrying_woken<T, F, Fut>(
-        &self,
-        resource: &str,
-        plan: RetryPlan,
-        keys: Vec<String>,
-        attempt: F,
-    ) -> Result<T, AcquireError>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, AcquireError>>,
-    {
-        let wake = self.release_wake(keys);
-        self.retrying(resource, plan, &wake, attempt).await
     }
 }

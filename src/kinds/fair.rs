@@ -21,28 +21,20 @@
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
-use tokio::sync::Notify;
-use tracing::{debug, warn};
+use redis::Value;
 
-use crate::background::Background;
-use crate::client::{Guard, Inner};
-use crate::clock::Clock;
-use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
-use crate::link::{Call, Masters};
+use crate::kinds::kind::{named, Ctx, Departure, Held, Kind, Wait};
+use crate::link::Call;
 use crate::lua::{
-    eval, int_reply, Found, Lua, ScriptCall, EXTEND, FAIR_ACQUIRE as ACQUIRE, FAIR_LEAVE as LEAVE,
-    FAIR_RELEASE,
+    eval, int_reply, Lua, ScriptCall, EXTEND, FAIR_ACQUIRE as ACQUIRE, FAIR_LEAVE as LEAVE, FAIR_RELEASE,
 };
 use crate::names::{release_channel, ttl_millis, FAIR_DEADLINES_SUFFIX, FAIR_QUEUE_SUFFIX, FAIR_TAG};
 use crate::ops::LockOps;
-use crate::pubsub::Waiter;
-use crate::retry::policy::Sleep;
+use crate::round::Read;
 use crate::token::Entropy;
 
 /// How long a waiter stays in the queue without a heartbeat by default: 5 s. A waiter refreshes it
@@ -164,13 +156,13 @@ impl fmt::Debug for FairWaiter {
 }
 
 impl FairWaiter {
-    fn new(inner: &Inner, resource: &str, ticket: Ticket, token: Arc<str>) -> Self {
-        let lock = inner.names().tagged(FAIR_TAG, resource);
+    fn new(ctx: &Ctx<'_>, resource: &str, ticket: Ticket, token: Arc<str>) -> Self {
+        let lock = ctx.names.tagged(FAIR_TAG, resource);
         let queue = format!("{lock}{FAIR_QUEUE_SUFFIX}");
         let deadlines = format!("{lock}{FAIR_DEADLINES_SUFFIX}");
         let channel = release_channel(&lock);
         #[cfg(feature = "seam")]
-        let acquire_script = if inner.config().unsafe_fair_skips_queue {
+        let acquire_script = if ctx.config.unsafe_fair_skips_queue {
             &crate::lua::FAIR_ACQUIRE_SKIPPING_QUEUE
         } else {
             &ACQUIRE
@@ -201,21 +193,6 @@ impl FairWaiter {
         cmd.push(&self.ticket.id).push(&self.channel);
         cmd
     }
-
-    /// Takes the ticket out of the queue on every master; failures only cost a heartbeat.
-    async fn leave(&self, masters: &Masters) {
-        let cmd = Arc::new(self.leave_cmd());
-        let replies = crate::fanout::all(masters.iter().map(|link| {
-            link.run_script(&cmd)
-                .map(|reply| reply.and_then(Found::from_reply))
-        }))
-        .await;
-        for (node, reply) in replies.into_iter().enumerate() {
-            if let Err(error) = reply {
-                warn!(node, %error, "could not leave the fair queue on a master; the ticket lapses with its heartbeat");
-            }
-        }
-    }
 }
 
 impl LockOps for FairWaiter {
@@ -232,211 +209,93 @@ impl LockOps for FairWaiter {
     }
 }
 
-/// Wakes a waiting fair acquire as soon as a release or a leave names its ticket.
-///
-/// The wait listens on the lock's release channel through the process's shared pub/sub
-/// connections (one per master, see `wait.rs`), for messages that carry our ticket id: however many
-/// fair waiters a process has, each master sees one subscriber. The subscription starts in the
-/// background at once, so a release right after the first round is not missed, and is renewed
-/// before each pause on masters that reconnected. Between rounds the waiter sleeps until its turn is
-/// announced or its jittered delay ends, whichever comes first: the delay stays the fallback (a
-/// master that could not be subscribed to, a message missed while connecting), so waking is only
-/// ever faster.
-struct Wake {
-    waiter: Arc<Waiter>,
-    turn: Arc<Notify>,
-    timeout: Duration,
-    /// The longest pause between rounds: a third of the heartbeat, so the ticket never lapses.
-    cap: Duration,
-    subscribing: Option<tokio::task::JoinHandle<()>>,
-    /// The client's clock, which the pauses are measured on.
-    clock: Clock,
-}
-
-impl Wake {
-    fn start(inner: &Inner, waiter: &FairWaiter, cap: Duration) -> Self {
-        let mut listener = inner.waits().waiter(&waiter.keys[0]);
-        let turn = listener.named(&waiter.ticket.id);
-        let listener = Arc::new(listener);
-        let timeout = inner.config().node_timeout;
-        // In the background nothing waits on it: a first connection gets the connect timeout.
-        let first = inner.config().connect_timeout;
-        let subscribing = tokio::runtime::Handle::try_current().ok().map(|handle| {
-            let listener = Arc::clone(&listener);
-            handle.spawn(async move {
-                let masters = listener.listen(first).await;
-                debug!(masters, "listening for our turn");
-            })
-        });
-        Self {
-            waiter: listener,
-            turn,
-            timeout,
-            cap,
-            subscribing,
-            clock: inner.clock().clone(),
-        }
-    }
-
-    /// Sleeps for `delay`, or less if our turn is announced meanwhile (or was, since the last pause).
-    fn pause(&self, delay: Duration) -> impl Future<Output = ()> + 'static {
-        let (turn, waiter, timeout) = (Arc::clone(&self.turn), Arc::clone(&self.waiter), self.timeout);
-        let clock = self.clock.clone();
-        async move {
-            let until = clock.deadline(delay);
-            // Re-subscribes on masters that reconnected (a no-op otherwise), within this pause.
-            let _ = clock.timeout_at(until, waiter.listen(timeout)).await;
-            tokio::select! {
-                // In a fixed order: one seed, one history (the simulation runs this on a paused clock).
-                biased;
-                () = clock.sleep_until(until) => {}
-                () = turn.notified() => debug!("woken by a release naming our ticket"),
-            }
-        }
-    }
-}
-
-impl Sleep for Wake {
-    fn sleep(&self, delay: Duration, _contended: bool) -> impl Future<Output = ()> + Send {
-        self.pause(delay.min(self.cap))
-    }
-}
-
-impl Drop for Wake {
-    fn drop(&mut self) {
-        if let Some(subscribing) = self.subscribing.take() {
-            subscribing.abort();
-        }
-    }
-}
-
-/// Leaves the queue from a spawned task unless disarmed: the cancel-safety net of a fair wait, and
-/// the tidy-up after success (the ticket may linger on masters that did not grant the lock).
-struct LeaveOnDrop {
-    armed: Option<(Arc<Masters>, Background, Arc<FairWaiter>)>,
-}
-
-impl LeaveOnDrop {
-    fn disarm(&mut self) {
-        self.armed = None;
-    }
-}
-
-impl Drop for LeaveOnDrop {
-    fn drop(&mut self) {
-        let Some((masters, background, waiter)) = self.armed.take() else {
-            return;
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                background.spawn_on(&handle, async move {
-                    waiter.leave(&masters).await;
-                    debug!(ticket = waiter.ticket.id(), "left the fair queue");
-                });
-            }
-            Err(_) => {
-                warn!(
-                    ticket = waiter.ticket.id(),
-                    "no async runtime to leave the fair queue from; the ticket lapses with its heartbeat"
-                )
-            }
-        }
-    }
-}
-
-/// Acquires the fair lock on `resource`, waiting in its queue: retrying within `plan` (at least
-/// every third of the heartbeat, and at once when a release names this waiter's ticket), or one
-/// round when `plan` is `None`. On any error the ticket has left the queue.
-pub(crate) async fn acquire(
-    inner: &Arc<Inner>,
-    resource: &str,
-    ttl: Duration,
-    options: FairOptions,
-    plan: Option<RetryPlan>,
-) -> Result<Guard, AcquireError> {
-    let (timing, waiter) = prepare(inner, resource, ttl, options.ticket, options.heartbeat)?;
-    let heartbeat_ms = ttl_millis(options.heartbeat);
-    match plan {
-        Some(plan) => {
-            let wake = Wake::start(inner, &waiter, options.heartbeat / 3);
-            let wait = inner.retrying(resource, plan, wake, || {
-                round(inner, resource, &waiter, timing, heartbeat_ms)
-            });
-            queued(inner, &waiter, wait).await
-        }
-        None => {
-            let once = round(inner, resource, &waiter, timing, heartbeat_ms);
-            queued(inner, &waiter, once).await
-        }
-    }
-}
-
-/// Checks the arguments and sets up the waiter with a fresh token, recording its ticket on the
-/// current span.
-fn prepare(
-    inner: &Inner,
-    resource: &str,
-    ttl: Duration,
-    ticket: Option<Ticket>,
+/// A fair lock request: its waiter (the ticket and the token, one for every round of the
+/// request) and how long its ticket lives without a heartbeat.
+#[derive(Debug)]
+pub(crate) struct Fair {
+    resource: String,
+    waiter: Arc<FairWaiter>,
     heartbeat: Duration,
-) -> Result<(Timing, Arc<FairWaiter>), AcquireError> {
-    let timing = inner.check(resource, ttl)?;
-    if heartbeat.is_zero() {
-        return Err(InputError::ZeroHeartbeat.into());
-    }
-    let ticket = ticket.unwrap_or_else(|| Ticket::drawn(inner.entropy()));
-    tracing::Span::current().record("ticket", ticket.id());
-    let token = inner.entropy().token()?;
-    Ok((timing, Arc::new(FairWaiter::new(inner, resource, ticket, token))))
 }
 
-/// Runs `wait` while `waiter` is queued: on failure it leaves the queue before returning; on success,
-/// or when dropped part-way, it leaves from a spawned task.
-async fn queued<F>(inner: &Arc<Inner>, waiter: &Arc<FairWaiter>, wait: F) -> Result<Guard, AcquireError>
-where
-    F: Future<Output = Result<Guard, AcquireError>>,
-{
-    let mut leave = LeaveOnDrop {
-        armed: Some((
-            Arc::clone(inner.masters()),
-            inner.background().clone(),
-            Arc::clone(waiter),
-        )),
-    };
-    let result = wait.await;
-    if result.is_err() {
-        leave.disarm();
-        waiter.leave(inner.masters()).await;
-    }
-    result
-}
-
-/// One quorum round: queue (or stay queued) on every master and take the lock where we are first.
-async fn round(
-    inner: &Arc<Inner>,
-    resource: &str,
-    waiter: &Arc<FairWaiter>,
-    timing: Timing,
-    heartbeat_ms: u64,
-) -> Result<Guard, AcquireError> {
-    let cmd = Arc::new(waiter.acquire_cmd(ttl_millis(timing.ttl()), heartbeat_ms));
-    let ops: Arc<dyn LockOps> = Arc::clone(waiter) as Arc<dyn LockOps>;
-    // The waiter's own key serves the round and its guard: no copy per round.
-    let key = Arc::clone(&waiter.keys[0]);
-    let token = Arc::clone(&waiter.token);
-    inner
-        .acquire_round(resource, key, token, timing, ops, |link| {
-            link.run_script(&cmd)
-                .map(|reply| match int_reply(reply?, "fair acquire")? {
-                    1 => Ok(()),
-                    -1 => Err(NodeErrorKind::Held),
-                    0 => Err(NodeErrorKind::Queued),
-                    other => Err(NodeErrorKind::Protocol(
-                        format!("fair acquire answered {other}, expected 1, 0 or -1").into(),
-                    )),
-                })
+impl Fair {
+    /// A request for the fair lock on `resource` with `options`; its ticket is recorded on the
+    /// current span.
+    ///
+    /// # Errors
+    /// When no token can be drawn.
+    pub(crate) fn new(ctx: &Ctx<'_>, resource: &str, options: FairOptions) -> Result<Self, AcquireError> {
+        let ticket = options.ticket.unwrap_or_else(|| Ticket::drawn(ctx.entropy));
+        tracing::Span::current().record("ticket", ticket.id());
+        let token = ctx.entropy.token()?;
+        Ok(Self {
+            resource: resource.to_owned(),
+            waiter: Arc::new(FairWaiter::new(ctx, resource, ticket, token)),
+            heartbeat: options.heartbeat,
         })
-        .await
+    }
+}
+
+impl Kind for Fair {
+    type Hold = FairWaiter;
+    type Note = ();
+
+    fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    fn check(&self) -> Result<(), InputError> {
+        named(&self.resource)?;
+        if self.heartbeat.is_zero() {
+            return Err(InputError::ZeroHeartbeat);
+        }
+        Ok(())
+    }
+
+    /// At least every third of the heartbeat, so the ticket never lapses, and at once when a
+    /// release names this waiter's ticket.
+    fn wait(&self) -> Wait {
+        Wait::Named {
+            key: Arc::clone(&self.waiter.keys[0]),
+            name: self.waiter.ticket.id.clone(),
+            cap: self.heartbeat / 3,
+        }
+    }
+
+    /// The waiter's own key and token serve every round and the guard: no copy per round.
+    fn hold(&self, _ctx: &Ctx<'_>) -> Result<Held<FairWaiter>, AcquireError> {
+        Ok(Held {
+            key: Arc::clone(&self.waiter.keys[0]),
+            token: Arc::clone(&self.waiter.token),
+            hold: Arc::clone(&self.waiter),
+        })
+    }
+
+    /// Queue (or stay queued) on every master and take the lock where we are first.
+    fn call(&self, held: &Held<FairWaiter>, ttl_ms: u64) -> Call {
+        Call::Script(held.hold.acquire_cmd(ttl_ms, ttl_millis(self.heartbeat)))
+    }
+
+    fn read(&self, reply: Value) -> Read<()> {
+        Read::vote(int_reply(reply, "fair acquire").and_then(|code| match code {
+            1 => Ok(()),
+            -1 => Err(NodeErrorKind::Held),
+            0 => Err(NodeErrorKind::Queued),
+            other => Err(NodeErrorKind::Protocol(
+                format!("fair acquire answered {other}, expected 1, 0 or -1").into(),
+            )),
+        }))
+    }
+
+    /// Out of the queue on every master: at once on failure, from a task otherwise (the ticket may
+    /// linger on masters that did not grant the lock).
+    fn departure(&self) -> Option<Departure> {
+        Some(Departure {
+            call: self.waiter.leave_cmd(),
+            who: format!("fair ticket {}", self.waiter.ticket.id),
+            lapses: "the ticket lapses with its heartbeat",
+        })
+    }
 }
 
 #[cfg(test)]

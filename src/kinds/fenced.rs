@@ -14,7 +14,9 @@
 //!    token. The token is issued only when a majority confirmed, inside the validity of the whole
 //!    acquisition; otherwise everything is released and the acquisition failed.
 //!
-//! Both rounds are the client's round (`round.rs`); masters that lost their counter are repaired by
+//! Fencing is a wrapper around a kind ([`Fenceable`]: the plain lock, and the write hold, whose
+//! first round applies the write rule), not a flag threaded through each. Both rounds are counted
+//! by the one round driver (`round.rs`); masters that lost their counter are repaired by
 //! `fence.rs`.
 //!
 //! Why the tokens of successive holders strictly increase, why a holder paused between the rounds
@@ -24,146 +26,27 @@
 //! before it votes again, which this client enforces (a missing or regressed counter refuses to
 //! vote; a restart without `appendfsync always` triggers a repair after the grace period).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use redis::Value;
-use tokio::time::Instant;
-use tracing::{debug, info, warn, Span};
+use tracing::{debug, info, warn};
 
-use crate::client::{Guard, Inner};
 use crate::core::fencing::{after_repair, fencing_token, AcquireReply, AfterRepair};
-use crate::core::round::round_error;
-use crate::core::rwlock::fenced_write_reply;
-use crate::core::{Decision, RetryPlan, Tally, Timing, Vote};
+use crate::core::{Decision, Timing};
 use crate::error::{AcquireError, NodeErrorKind};
 use crate::fanout::Fanout;
 use crate::fence::repair;
-use crate::kinds::write_hold::write_ops;
+use crate::kinds::kind::{Ctx, Fenceable, FencingArgs, Held, Won};
 use crate::link::Link;
-use crate::lua::{eval, Found, ScriptCall, FENCE_ACQUIRE, FENCE_COMMIT, RW_WRITE_FENCED};
-use crate::names::{ttl_millis, Names};
-use crate::ops::{LockOps, PlainLock};
+use crate::lua::{eval, Found, FENCE_COMMIT};
+use crate::names::ttl_millis;
+use crate::ops::LockOps;
 use crate::release::ReleaseOnDrop;
+use crate::round::{Read, Round, Votes};
 
-/// Acquires `resource` with a fencing token: retrying within `plan`, or one acquisition (both
-/// rounds) when `plan` is `None`. The token is recorded on the current span.
-pub(crate) async fn acquire(
-    inner: &Arc<Inner>,
-    resource: &str,
-    ttl: Duration,
-    plan: Option<RetryPlan>,
-) -> Result<Guard, AcquireError> {
-    let timing = check(inner, resource, ttl)?;
-    let guard = match plan {
-        Some(plan) => {
-            inner
-                .retrying_woken(resource, plan, vec![inner.names().key(resource)], || {
-                    fenced_round(inner, resource, timing, &Claim::Plain)
-                })
-                .await?
-        }
-        None => fenced_round(inner, resource, timing, &Claim::Plain).await?,
-    };
-    record_token(&guard);
-    Ok(guard)
-}
-
-/// Records a guard's fencing token on the current span.
-pub(crate) fn record_token(guard: &Guard) {
-    if let Some(token) = guard.fencing_token() {
-        Span::current().record("token", token);
-    }
-}
-
-/// What the first round takes on each master while it draws the counter.
-#[derive(Debug)]
-pub(crate) enum Claim<'a> {
-    /// The plain lock's key, by `SET NX`: the fenced lock.
-    Plain,
-    /// The writer key of a read-write lock, under the write rule (refused while a writer or an
-    /// unexpired reader holds there; refused because of readers, `waiter` waits there for
-    /// `wait_ms`): the fenced write.
-    Write {
-        /// The writer, the readers and the waiting writers.
-        keys: [&'a str; 3],
-        /// The writer's waiter id, one for every round of its acquire.
-        waiter: &'a str,
-        /// How long a writer refused because of readers waits on that master.
-        wait_ms: u64,
-    },
-}
-
-impl Claim<'_> {
-    /// The key whose token the commit checks and the guard holds.
-    fn key(&self, inner: &Inner, resource: &str) -> Arc<str> {
-        match self {
-            Claim::Plain => inner.names().shared_key(resource),
-            Claim::Write {
-                keys: [writer, ..], ..
-            } => Arc::from(*writer),
-        }
-    }
-
-    /// How the hold is extended and released: as a plain lock on `key`, or as a write hold.
-    fn ops(&self, key: &Arc<str>, token: &Arc<str>) -> Arc<dyn LockOps> {
-        match self {
-            Claim::Plain => Arc::new(PlainLock::sharing(key, token)),
-            Claim::Write { .. } => write_ops(key, token),
-        }
-    }
-
-    /// The first round's script on one master.
-    fn command(
-        &self,
-        names: &Names,
-        key: &str,
-        token: &str,
-        ttl_ms: u64,
-        floor: u64,
-        run_id: &str,
-    ) -> ScriptCall {
-        let (counter, epoch) = (names.fence_counter(), names.fence_epoch());
-        match self {
-            Claim::Plain => {
-                let mut call = eval(&FENCE_ACQUIRE, &[key, &counter, &epoch]);
-                call.push(token).push(ttl_ms).push(floor).push(run_id);
-                call
-            }
-            Claim::Write {
-                keys,
-                waiter,
-                wait_ms,
-            } => {
-                let mut call = eval(&RW_WRITE_FENCED, &[keys[0], keys[1], keys[2], &counter, &epoch]);
-                call.push(token)
-                    .push(ttl_ms)
-                    .push(*waiter)
-                    .push(*wait_ms)
-                    .push(floor)
-                    .push(run_id);
-                call
-            }
-        }
-    }
-
-    /// Reads the first round's integer answer.
-    fn reply(&self, code: i64) -> Option<AcquireReply> {
-        match self {
-            Claim::Plain => AcquireReply::from_reply(code),
-            Claim::Write { .. } => fenced_write_reply(code),
-        }
-    }
-}
-
-fn check(inner: &Inner, resource: &str, ttl: Duration) -> Result<Timing, AcquireError> {
-    if resource.is_empty() {
-        return Err(crate::error::InputError::EmptyResource.into());
-    }
-    Ok(inner.check_ttl(ttl)?)
-}
-
-/// One fenced acquisition of `claim`, with another try each time a repair made masters usable
+/// One fenced acquisition of `kind`, with another try each time a repair made masters usable
 /// again.
 ///
 /// Masters become usable again either by this client's repair or by another client's: when several
@@ -171,26 +54,21 @@ fn check(inner: &Inner, resource: &str, ttl: Duration) -> Result<Timing, Acquire
 /// while the others' repairs read them half set up, and each such read frees the masters already
 /// set up. Every further try needs at least one more master usable than before, so there are at
 /// most as many as there are masters. A read that finds too few set up yet, while another client is
-/// evidently setting them up, is made again after a short pause (at most once per master).
-pub(crate) async fn fenced_round(
-    inner: &Arc<Inner>,
-    resource: &str,
+/// evidently setting them up, is made again after a short pause (at most once per master): the
+/// core's [`after_repair`] decides which.
+pub(crate) async fn attempt<K: Fenceable>(
+    round: Round<'_>,
+    ctx: Ctx<'_>,
+    kind: &K,
     timing: Timing,
-    claim: &Claim<'_>,
-) -> Result<Guard, AcquireError> {
-    inner.round().check_health();
-    let n = inner.masters().len();
-    let waiting = || (0..n).filter(|i| inner.health().needs_fence_repair(*i)).count();
-    let repair = || {
-        repair(
-            inner.masters(),
-            inner.health(),
-            inner.names(),
-            inner.entropy().wall_ms(),
-        )
-    };
+) -> Result<Won<K::Hold>, AcquireError> {
+    round.check_health();
+    let n = round.masters.len();
+    let health = round.health;
+    let waiting = || (0..n).filter(|i| health.needs_fence_repair(*i)).count();
+    let repair = || repair(round.masters, health, round.names, ctx.entropy.wall_ms());
     repair().await;
-    let mut result = two_rounds(inner, resource, timing, claim).await;
+    let mut result = two_rounds(round, ctx, kind, timing).await;
     for _ in 0..n {
         match &result {
             Err(err) if asked_for_repair(err) => {
@@ -201,13 +79,13 @@ pub(crate) async fn fenced_round(
                     match after_repair(outcome.repaired, before, waiting(), outcome.under_way, pauses, n) {
                         AfterRepair::Retry => break,
                         AfterRepair::Pause => {
-                            inner.clock().sleep(SET_UP_PAUSE).await;
+                            round.clock.sleep(SET_UP_PAUSE).await;
                             pauses += 1;
                         }
                         AfterRepair::Stop => return result,
                     }
                 }
-                result = two_rounds(inner, resource, timing, claim).await;
+                result = two_rounds(round, ctx, kind, timing).await;
             }
             _ => break,
         }
@@ -226,56 +104,54 @@ fn asked_for_repair(err: &AcquireError) -> bool {
 }
 
 /// Round 1 on one master: the vote, and the counter when granted.
-async fn acquire_on(
-    inner: &Inner,
+async fn acquire_on<K: Fenceable>(
+    round: Round<'_>,
+    ctx: Ctx<'_>,
     node: &Link,
-    claim: &Claim<'_>,
-    key: &str,
-    token: &str,
+    kind: &K,
+    held: &Held<K::Hold>,
     ttl_ms: u64,
-    counters: &Mutex<Vec<Option<u64>>>,
-) -> Result<(), NodeErrorKind> {
+) -> Read<u64> {
     let index = node.index();
-    let health = inner.health();
+    let health = round.health;
     if health.needs_fence_repair(index) {
-        return Err(NodeErrorKind::FenceRepair);
+        return Read::vote(Err(NodeErrorKind::FenceRepair));
     }
     // The master's epoch is checked against the run_id read on this very connection; without one
     // (a check is under way) the vote could not be vouched for anyway.
     let Some(run_id) = health.verified_run_id(node) else {
-        return Err(NodeErrorKind::Unverified);
+        return Read::vote(Err(NodeErrorKind::Unverified));
     };
-    let cmd = claim.command(
-        inner.names(),
-        key,
-        token,
-        ttl_ms,
-        health.fence_floor(index),
-        &run_id,
-    );
-    let reply = match node.run_script(&cmd).await? {
-        Value::Int(n) => claim
-            .reply(n)
-            .ok_or_else(|| NodeErrorKind::Protocol(format!("fenced acquire returned {n}").into()))?,
-        other => {
-            return Err(NodeErrorKind::Protocol(
+    let (counter, epoch) = (ctx.names.fence_counter(), ctx.names.fence_epoch());
+    let fencing = FencingArgs {
+        counter: &counter,
+        epoch: &epoch,
+        floor: health.fence_floor(index),
+        run_id: &run_id,
+    };
+    let cmd = kind.fenced_call(held, ttl_ms, fencing);
+    let reply = match node.run_script(&cmd).await {
+        Ok(Value::Int(n)) => match kind.fenced_reply(n) {
+            Some(reply) => reply,
+            None => {
+                return Read::vote(Err(NodeErrorKind::Protocol(
+                    format!("fenced acquire returned {n}").into(),
+                )))
+            }
+        },
+        Ok(other) => {
+            return Read::vote(Err(NodeErrorKind::Protocol(
                 format!("fenced acquire answered {other:?}").into(),
-            ))
+            )))
         }
+        Err(kind) => return Read::vote(Err(kind)),
     };
-    match reply {
+    Read::vote(Err(match reply {
         AcquireReply::Granted(value) => {
             health.raise_fence_floor(index, value);
-            if let Some(slot) = counters
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get_mut(index)
-            {
-                *slot = Some(value);
-            }
-            Ok(())
+            return Read::noting(Ok(()), value);
         }
-        AcquireReply::Held => Err(NodeErrorKind::Held),
+        AcquireReply::Held => NodeErrorKind::Held,
         AcquireReply::NewEpoch => {
             info!(
                 node = index,
@@ -283,7 +159,7 @@ async fn acquire_on(
                 "fencing epoch is not the master's run_id (it restarted, or is new); its counter is repaired before it votes again"
             );
             health.mark_fence_epoch(index);
-            Err(NodeErrorKind::FenceRepair)
+            NodeErrorKind::FenceRepair
         }
         AcquireReply::Uninitialized => {
             // A fresh master, or one that lost its data: the repair tells which, from what the
@@ -294,7 +170,7 @@ async fn acquire_on(
                 "no fencing counter on the master; it is set up before it votes"
             );
             health.mark_fence_absent(index);
-            Err(NodeErrorKind::FenceRepair)
+            NodeErrorKind::FenceRepair
         }
         AcquireReply::Regressed => {
             warn!(
@@ -303,82 +179,67 @@ async fn acquire_on(
                 "fencing counter behind what this client saw (the master lost writes); it is repaired before it votes again"
             );
             health.mark_fence_repair(index);
-            Err(NodeErrorKind::FenceRepair)
+            NodeErrorKind::FenceRepair
         }
-    }
-}
-
-/// Round 2 on one master.
-async fn commit_on(
-    node: &Link,
-    key: &str,
-    counter: &str,
-    token: &str,
-    fence: u64,
-) -> Result<(), NodeErrorKind> {
-    let mut call = eval(&FENCE_COMMIT, &[key, counter]);
-    call.push(token).push(fence);
-    Found::from_reply(node.run_script(&call).await?)?.into_result()
+    }))
 }
 
 /// Both rounds of one fenced acquisition; on any failure the key is released on every master.
-async fn two_rounds(
-    inner: &Arc<Inner>,
-    resource: &str,
+async fn two_rounds<K: Fenceable>(
+    round: Round<'_>,
+    ctx: Ctx<'_>,
+    kind: &K,
     timing: Timing,
-    claim: &Claim<'_>,
-) -> Result<Guard, AcquireError> {
-    let key = claim.key(inner, resource);
-    let counter = inner.names().fence_counter();
-    let token = inner.entropy().token()?;
+) -> Result<Won<K::Hold>, AcquireError> {
+    let held = kind.hold(&ctx)?;
+    let counter = ctx.names.fence_counter();
     let ttl_ms = ttl_millis(timing.ttl());
-    let round = inner.round();
-    let n = round.masters.len();
+    let resource = kind.resource();
     // The fenced lock is a plain lock on the wire, the fenced write a write hold: extend and
     // release are theirs.
-    let ops = claim.ops(&key, &token);
+    let ops: Arc<dyn LockOps> = Arc::clone(&held.hold) as Arc<dyn LockOps>;
     let mut cleanup = ReleaseOnDrop::new(round.release(), Arc::clone(&ops));
-    let started = inner.clock().now();
 
     // Round 1. Its requests borrow the round, so the ones still in flight at the decision are
     // dropped, not finished: a master that misses a fenced lock's `SET` only makes the lock's
     // majority smaller.
-    let counters = Mutex::new(vec![None; n]);
-    let mut tally = Tally::new(n, timing, started.into_std());
+    let mut first: Votes<'_, u64> = round.votes(timing);
     let mut pending: Fanout<_> = round
         .masters
         .iter()
         .map(|node| {
-            let (key, token, counters) = (&key, &token, &counters);
+            let held = &held;
             (
                 node.index(),
-                Box::pin(acquire_on(inner, node, claim, key, token, ttl_ms, counters)),
+                Box::pin(acquire_on(round, ctx, node, kind, held, ttl_ms)),
             )
         })
         .collect();
-    let mut failures = Vec::new();
-    let decision = round.decide(&mut tally, &mut pending, &mut failures).await;
+    let decision = round.decide(&mut first, &mut pending).await;
     drop(pending);
-    let counters = counters.into_inner().unwrap_or_else(PoisonError::into_inner);
-    let granted: Vec<usize> = (0..n).filter(|i| tally.vote(*i) == Some(Vote::Yes)).collect();
-    let fence = fencing_token(granted.iter().filter_map(|i| counters.get(*i).copied().flatten()));
+    let granted: Vec<usize> = first.said_yes().collect();
+    let counters = first.take_notes();
+    let fence = fencing_token(
+        counters
+            .iter()
+            .filter(|(i, _)| granted.contains(i))
+            .map(|(_, value)| *value),
+    );
     let fence = match (decision, fence) {
         (Decision::Acquired { .. }, Some(fence)) => fence,
-        (decision, _) => {
+        _ => {
             // Released before the error is returned, as a plain round does.
+            let silent: Vec<bool> = (0..round.masters.len()).map(|i| first.silent(i)).collect();
             round
                 .release()
-                .failed_round(&ops, |i| tally.vote(i).is_none(), &mut failures)
+                .failed_round(
+                    &ops,
+                    |i| silent.get(i).copied().unwrap_or(false),
+                    first.failures(),
+                )
                 .await;
             cleanup.disarm();
-            return Err(round_error(
-                resource,
-                &tally,
-                decision,
-                inner.clock().now().saturating_duration_since(started),
-                timing,
-                failures,
-            ));
+            return Err(first.error(resource, timing, round.clock.now()));
         }
     };
     debug!(
@@ -388,64 +249,68 @@ async fn two_rounds(
     );
 
     // Round 2, decided against the validity of the whole acquisition (same start).
-    let mut commit = Tally::new(n, timing, started.into_std());
-    let now = inner.clock().now().into_std();
-    for i in (0..n).filter(|i| !granted.contains(i)) {
-        commit.handle_reply(i, Vote::No, now);
+    let mut commit: Votes<'_, ()> = Votes::new(round.masters, timing, first.started());
+    let now = round.clock.now();
+    for i in (0..round.masters.len()).filter(|i| !granted.contains(i)) {
+        commit.refuse(i, now);
     }
     let mut pending: Fanout<_> = granted
         .iter()
         .filter_map(|i| round.masters.get(*i))
         .map(|node| {
-            let (key, counter, token) = (&key, &counter, &token);
+            let (key, counter, token) = (&held.key, &counter, &held.token);
             (
                 node.index(),
                 Box::pin(commit_on(node, key, counter, token, fence)),
             )
         })
         .collect();
-    let mut commit_failures = Vec::new();
-    let decision = round
-        .decide(&mut commit, &mut pending, &mut commit_failures)
-        .await;
+    let decision = round.decide(&mut commit, &mut pending).await;
     drop(pending);
     match decision {
         Decision::Acquired { valid_until, .. } => {
-            for i in (0..n).filter(|i| commit.vote(*i) == Some(Vote::Yes)) {
-                inner.health().raise_fence_floor(i, fence);
+            for i in commit.said_yes() {
+                round.health.raise_fence_floor(i, fence);
             }
             cleanup.disarm();
-            let guard = inner.guard(
-                resource,
-                key,
-                token,
-                ops,
-                timing.ttl(),
-                Instant::from_std(valid_until),
-            );
-            // A new guard's cell is empty, so this cannot fail.
-            let _ = guard.lease().fencing_token.set(fence);
-            Ok(guard)
+            Ok(Won {
+                held,
+                valid_until: tokio::time::Instant::from_std(valid_until),
+                fence: Some(fence),
+                turn: None,
+            })
         }
-        decision => {
+        _ => {
             // A master may still take the key if its round-1 request is in flight, or hold it
             // uncommitted if its commit is.
-            let in_flight = |i| tally.vote(i).is_none() || commit.vote(i).is_none();
+            let in_flight: Vec<bool> = (0..round.masters.len())
+                .map(|i| first.silent(i) || commit.silent(i))
+                .collect();
             // The masters that said no in round 1 count as no here too: their reasons as well.
-            commit_failures.extend(failures.into_iter().filter(|f| !granted.contains(&f.node)));
+            let refused = first.failures().drain(..).filter(|f| !granted.contains(&f.node));
+            let refused: Vec<_> = refused.collect();
+            commit.failures().extend(refused);
             round
                 .release()
-                .failed_round(&ops, in_flight, &mut commit_failures)
+                .failed_round(
+                    &ops,
+                    |i| in_flight.get(i).copied().unwrap_or(false),
+                    commit.failures(),
+                )
                 .await;
             cleanup.disarm();
-            Err(round_error(
-                resource,
-                &commit,
-                decision,
-                inner.clock().now().saturating_duration_since(started),
-                timing,
-                commit_failures,
-            ))
+            Err(commit.error(resource, timing, round.clock.now()))
         }
     }
+}
+
+/// Round 2 on one master.
+async fn commit_on(node: &Link, key: &str, counter: &str, token: &str, fence: u64) -> Read<()> {
+    let mut call = eval(&FENCE_COMMIT, &[key, counter]);
+    call.push(token).push(fence);
+    Read::vote(
+        node.run_script(&call)
+            .map(|reply| reply.and_then(Found::from_reply).and_then(Found::into_result))
+            .await,
+    )
 }

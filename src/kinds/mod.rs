@@ -14,8 +14,10 @@
 //!   any number of readers or one writer, with writer preference.
 //!
 //! Every kind returns the ordinary [`Guard`](crate::Guard): validity, extend, release and release on
-//! drop work the same for all of them, because each kind only supplies its own acquire command and
-//! its own extend and release commands; the round, the retry loop and release are the client's.
+//! drop work the same for all of them, because each kind is a value of one trait (`kind.rs`) that
+//! only supplies its keys, its acquire call, how a reply reads, how it waits and its own extend and
+//! release commands; the checks, the round, the retry loop and release are the client's, written
+//! once (`client/acquire.rs`).
 //!
 //! # Keys
 //! A multi-resource lock uses the plain lock's keys (the resource names with the configured prefix),
@@ -30,11 +32,12 @@
 
 pub(crate) mod fair;
 pub(crate) mod fenced;
+pub(crate) mod kind;
 pub(crate) mod multi;
+pub(crate) mod plain;
 pub(crate) mod reentrant;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
-pub(crate) mod write_hold;
 
 pub use fair::{FairOptions, Ticket, DEFAULT_FAIR_HEARTBEAT};
 pub use reentrant::LockOwner;

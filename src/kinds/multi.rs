@@ -10,21 +10,19 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::Arc;
 
-use futures::FutureExt;
 use redis::Value;
 
-use crate::client::{Guard, Inner};
-use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
+use crate::kinds::kind::{Ctx, Held, Kind, Lost, Wait};
 use crate::link::Call;
 use crate::lua::{
     eval, ScriptCall, MULTI_ACQUIRE as ACQUIRE, MULTI_EXTEND as EXTEND, MULTI_RELEASE as RELEASE,
 };
-use crate::names::{ttl_millis, RELEASE_CHANNEL_PREFIX};
+use crate::names::RELEASE_CHANNEL_PREFIX;
 use crate::ops::LockOps;
+use crate::round::Read;
 
 /// A held set of resources: how it is extended and released on one master.
 pub(crate) struct MultiLock {
@@ -68,118 +66,117 @@ impl LockOps for MultiLock {
     }
 }
 
-/// The checked resources of one multi-resource request: sorted, without duplicates.
-struct ResourceSet {
+/// A multi-resource lock: the set, sorted and without duplicates, and its keys.
+#[derive(Debug)]
+pub(crate) struct Multi {
     names: Vec<String>,
-    /// The set as one name, for errors, logs and [`Guard::resource`].
+    keys: Vec<String>,
+    /// The set as one name, for errors, logs and [`Guard::resource`](crate::Guard::resource).
     label: String,
+    /// The keys as one name, for the guard.
+    key_label: Arc<str>,
+    /// A resource name was empty.
+    empty: bool,
 }
 
-impl ResourceSet {
-    /// Checks the set and the TTL, and records the set on the current span.
-    fn checked<I, S>(inner: &Inner, resources: I, ttl: Duration) -> Result<(Self, Timing), InputError>
+impl Multi {
+    /// The lock on every resource of `resources`, sorted, each once.
+    pub(crate) fn new<I, S>(ctx: &Ctx<'_>, resources: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let set = Self::new(resources)?;
-        tracing::Span::current().record("resource", set.label.as_str());
-        Ok((set, inner.check_ttl(ttl)?))
-    }
-
-    fn new<I, S>(resources: I) -> Result<Self, InputError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
+        let mut empty = false;
         let mut names = BTreeSet::new();
         for resource in resources {
             let resource = resource.as_ref();
-            if resource.is_empty() {
-                return Err(InputError::EmptyResource);
-            }
+            empty |= resource.is_empty();
             names.insert(resource.to_owned());
         }
-        if names.is_empty() {
+        let names: Vec<String> = names.into_iter().collect();
+        let keys: Vec<String> = names.iter().map(|r| ctx.names.key(r)).collect();
+        Self {
+            label: label(&names),
+            key_label: label(&keys).into(),
+            names,
+            keys,
+            empty,
+        }
+    }
+}
+
+/// A set's names as one label: `{a, b}`.
+pub(crate) fn label(names: &[String]) -> String {
+    format!("{{{}}}", names.join(", "))
+}
+
+impl Kind for Multi {
+    type Hold = MultiLock;
+    /// The 0-based positions of the resources a master found held.
+    type Note = Vec<usize>;
+
+    fn resource(&self) -> &str {
+        &self.label
+    }
+
+    fn check(&self) -> Result<(), InputError> {
+        if self.empty {
+            return Err(InputError::EmptyResource);
+        }
+        if self.names.is_empty() {
             return Err(InputError::NoResources);
         }
-        let names: Vec<String> = names.into_iter().collect();
-        let label = format!("{{{}}}", names.join(", "));
-        Ok(Self { names, label })
+        Ok(())
     }
-}
 
-/// Acquires every resource in `resources`, or none: retrying within `plan`, or one round when
-/// `plan` is `None`. The set, as one label, is recorded as the current span's resource.
-pub(crate) async fn acquire(
-    inner: &Arc<Inner>,
-    resources: &[String],
-    ttl: Duration,
-    plan: Option<RetryPlan>,
-) -> Result<Guard, AcquireError> {
-    let (set, timing) = ResourceSet::checked(inner, resources, ttl)?;
-    match plan {
-        Some(plan) => {
-            let keys = set.names.iter().map(|r| inner.names().key(r)).collect();
-            inner
-                .retrying_woken(&set.label, plan, keys, || round(inner, &set, timing))
-                .await
-        }
-        None => round(inner, &set, timing).await,
+    fn wait(&self) -> Wait {
+        Wait::Released(self.keys.clone())
     }
-}
 
-/// One quorum round taking every resource of `set` on each master, or none.
-async fn round(inner: &Arc<Inner>, set: &ResourceSet, timing: Timing) -> Result<Guard, AcquireError> {
-    let keys: Vec<String> = set.names.iter().map(|r| inner.names().key(r)).collect();
-    let token = inner.entropy().token()?;
-    let lock = MultiLock {
-        resources: set.names.clone(),
-        keys,
-        token: Arc::clone(&token),
-    };
-    let cmd = lock.acquire_cmd(ttl_millis(timing.ttl()));
-    let key_label = format!("{{{}}}", lock.keys.join(", "));
-    let ops: Arc<dyn LockOps> = Arc::new(lock);
-    // Positions (0-based) of the resources some master reported held.
-    let held: Arc<Mutex<BTreeSet<usize>>> = Arc::new(Mutex::new(BTreeSet::new()));
-    let cmd = Arc::new(cmd);
-    let resources = set.names.len();
-    let result = inner
-        .acquire_round(&set.label, key_label.into(), token, timing, ops, |link| {
-            let held = Arc::clone(&held);
-            link.run_script(&cmd).map(move |reply| {
-                let conflicts = conflicts(reply?, resources)?;
-                if conflicts.is_empty() {
-                    return Ok(());
-                }
-                held.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .extend(conflicts);
-                Err(NodeErrorKind::Held)
-            })
+    fn hold(&self, ctx: &Ctx<'_>) -> Result<Held<MultiLock>, AcquireError> {
+        Held::fresh(ctx, &self.key_label, |_, token| MultiLock {
+            resources: self.names.clone(),
+            keys: self.keys.clone(),
+            token: Arc::clone(token),
         })
-        .await;
-    let held = std::mem::take(&mut *held.lock().unwrap_or_else(PoisonError::into_inner));
-    match result {
-        Err(AcquireError::NoQuorum {
-            resource,
-            acquired,
-            required,
-            masters,
-            failures,
-        }) if !held.is_empty() => Err(AcquireError::Conflict {
-            resource,
-            conflicts: held
-                .into_iter()
-                .filter_map(|i| set.names.get(i).cloned())
-                .collect(),
-            acquired,
-            required,
-            masters,
-            failures,
-        }),
-        other => other,
+    }
+
+    fn call(&self, held: &Held<MultiLock>, ttl_ms: u64) -> Call {
+        Call::Script(held.hold.acquire_cmd(ttl_ms))
+    }
+
+    fn read(&self, reply: Value) -> Read<Vec<usize>> {
+        match conflicts(reply, self.names.len()) {
+            Ok(held) if held.is_empty() => Read::vote(Ok(())),
+            Ok(held) => Read::noting(Err(NodeErrorKind::Held), held),
+            Err(kind) => Read::vote(Err(kind)),
+        }
+    }
+
+    /// A round refused because some resources were held fails with
+    /// [`AcquireError::Conflict`], naming them.
+    fn lost(&self, error: AcquireError, notes: Vec<(usize, Vec<usize>)>, _round: usize) -> Lost {
+        let held: BTreeSet<usize> = notes.into_iter().flat_map(|(_, held)| held).collect();
+        Lost::Stop(match error {
+            AcquireError::NoQuorum {
+                resource,
+                acquired,
+                required,
+                masters,
+                failures,
+            } if !held.is_empty() => AcquireError::Conflict {
+                resource,
+                conflicts: held
+                    .into_iter()
+                    .filter_map(|i| self.names.get(i).cloned())
+                    .collect(),
+                acquired,
+                required,
+                masters,
+                failures,
+            },
+            other => other,
+        })
     }
 }
 
@@ -208,18 +205,31 @@ fn conflicts(reply: Value, keys: usize) -> Result<Vec<usize>, NodeErrorKind> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::Names;
+    use crate::token::Entropy;
 
     #[test]
     fn resource_sets_are_sorted_deduplicated_and_checked() {
-        let set = ResourceSet::new(["b", "a", "b"]).expect("valid set");
+        let names = Names::new("p:");
+        let config = crate::config::QuorlockBuilder::default()
+            .node("redis://127.0.0.1:1")
+            .config()
+            .expect("a valid configuration");
+        let ctx = Ctx {
+            names: &names,
+            entropy: &Entropy::Os,
+            config: &config,
+        };
+        let set = Multi::new(&ctx, ["b", "a", "b"]);
+        assert!(set.check().is_ok());
         assert_eq!(set.names, ["a", "b"]);
         assert_eq!(set.label, "{a, b}");
         assert!(matches!(
-            ResourceSet::new(Vec::<String>::new()),
+            Multi::new(&ctx, Vec::<String>::new()).check(),
             Err(InputError::NoResources)
         ));
         assert!(matches!(
-            ResourceSet::new(["a", ""]),
+            Multi::new(&ctx, ["a", ""]).check(),
             Err(InputError::EmptyResource)
         ));
     }

@@ -12,22 +12,21 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::Arc;
 
-use futures::FutureExt;
+use redis::Value;
 
-use crate::client::{Guard, Inner};
 use crate::core::kinds::majority_count;
-use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
+use crate::kinds::kind::{named, Ctx, Held, Kind, Wait};
 use crate::link::Call;
 use crate::lua::{
     eval, int_reply, ScriptCall, REENTRANT_ACQUIRE as ACQUIRE, REENTRANT_EXTEND as EXTEND,
     REENTRANT_RELEASE as RELEASE,
 };
-use crate::names::{release_channel, ttl_millis, REENTRANT_TAG};
+use crate::names::{release_channel, REENTRANT_TAG};
 use crate::ops::LockOps;
+use crate::round::Read;
 use crate::token::Entropy;
 
 /// Who holds a reentrant lock: holds taken with equal owners re-enter, others exclude each other.
@@ -138,74 +137,75 @@ impl LockOps for ReentrantHold {
     }
 }
 
-/// Adds a hold of `resource` for `owner`: retrying within `plan`, or one round when `plan` is
-/// `None`.
-pub(crate) async fn acquire(
-    inner: &Arc<Inner>,
-    resource: &str,
-    owner: &LockOwner,
-    ttl: Duration,
-    plan: Option<RetryPlan>,
-) -> Result<Guard, AcquireError> {
-    let timing = check(inner, resource, owner, ttl)?;
-    match plan {
-        Some(plan) => {
-            let key = inner.names().tagged(REENTRANT_TAG, resource);
-            inner
-                .retrying_woken(resource, plan, vec![key], || {
-                    round(inner, resource, owner, timing)
-                })
-                .await
+/// A reentrant lock on one resource for one owner.
+#[derive(Debug)]
+pub(crate) struct Reentrant {
+    resource: String,
+    owner: LockOwner,
+    key: Arc<str>,
+}
+
+impl Reentrant {
+    /// A hold of `resource` for `owner`.
+    pub(crate) fn new(ctx: &Ctx<'_>, resource: &str, owner: &LockOwner) -> Self {
+        Self {
+            resource: resource.to_owned(),
+            owner: owner.clone(),
+            key: ctx.names.tagged(REENTRANT_TAG, resource).into(),
         }
-        None => round(inner, resource, owner, timing).await,
     }
 }
 
-fn check(inner: &Inner, resource: &str, owner: &LockOwner, ttl: Duration) -> Result<Timing, InputError> {
-    if owner.as_str().is_empty() {
-        return Err(InputError::EmptyOwner);
-    }
-    inner.check(resource, ttl)
-}
+impl Kind for Reentrant {
+    type Hold = ReentrantHold;
+    /// A master's hold count for the owner, once it granted the hold.
+    type Note = u64;
 
-/// One quorum round adding a hold for `owner`.
-async fn round(
-    inner: &Arc<Inner>,
-    resource: &str,
-    owner: &LockOwner,
-    timing: Timing,
-) -> Result<Guard, AcquireError> {
-    // One copy of the key for the hold, the round and its guard.
-    let key: Arc<str> = inner.names().tagged(REENTRANT_TAG, resource).into();
-    let token = inner.entropy().token()?;
-    let hold = Arc::new(ReentrantHold::new(&key, owner, &token));
-    let cmd = Arc::new(hold.acquire_cmd(ttl_millis(timing.ttl())));
-    // Shared with the requests: those still in flight at the decision finish in a task.
-    let masters = inner.masters().len();
-    let counts: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::with_capacity(masters)));
-    let ops: Arc<dyn LockOps> = Arc::clone(&hold) as Arc<dyn LockOps>;
-    let guard = inner
-        .acquire_round(resource, key, token, timing, ops, |link| {
-            let counts = Arc::clone(&counts);
-            link.run_script(&cmd).map(move |reply| {
-                let count = int_reply(reply?, "reentrant acquire")?;
-                match u64::try_from(count) {
-                    Ok(count) if count > 0 => {
-                        counts.lock().unwrap_or_else(PoisonError::into_inner).push(count);
-                        Ok(())
-                    }
-                    _ if count == -1 => Err(NodeErrorKind::Held),
-                    _ => Err(NodeErrorKind::Protocol(
-                        format!("reentrant acquire answered {count}, expected a hold count or -1").into(),
-                    )),
-                }
-            })
+    fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    fn check(&self) -> Result<(), InputError> {
+        if self.owner.as_str().is_empty() {
+            return Err(InputError::EmptyOwner);
+        }
+        named(&self.resource)
+    }
+
+    fn wait(&self) -> Wait {
+        Wait::Released(vec![self.key.to_string()])
+    }
+
+    fn hold(&self, ctx: &Ctx<'_>) -> Result<Held<ReentrantHold>, AcquireError> {
+        Held::fresh(ctx, &self.key, |key, token| {
+            ReentrantHold::new(key, &self.owner, token)
         })
-        .await?;
-    let counts = std::mem::take(&mut *counts.lock().unwrap_or_else(PoisonError::into_inner));
-    hold.holds
-        .store(majority_count(counts, masters), Ordering::Relaxed);
-    Ok(guard)
+    }
+
+    fn call(&self, held: &Held<ReentrantHold>, ttl_ms: u64) -> Call {
+        Call::Script(held.hold.acquire_cmd(ttl_ms))
+    }
+
+    fn read(&self, reply: Value) -> Read<u64> {
+        let count = match int_reply(reply, "reentrant acquire") {
+            Ok(count) => count,
+            Err(kind) => return Read::vote(Err(kind)),
+        };
+        match u64::try_from(count) {
+            Ok(count) if count > 0 => Read::noting(Ok(()), count),
+            _ if count == -1 => Read::vote(Err(NodeErrorKind::Held)),
+            _ => Read::vote(Err(NodeErrorKind::Protocol(
+                format!("reentrant acquire answered {count}, expected a hold count or -1").into(),
+            ))),
+        }
+    }
+
+    fn won(&self, held: &Held<ReentrantHold>, notes: Vec<(usize, u64)>, masters: usize) {
+        let counts = notes.into_iter().map(|(_, count)| count).collect();
+        held.hold
+            .holds
+            .store(majority_count(counts, masters), Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]

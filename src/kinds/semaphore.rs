@@ -12,24 +12,21 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::Arc;
 
-use futures::FutureExt;
 use redis::Value;
 
-use crate::client::{Guard, Inner};
 use crate::core::semaphore::{aim, check_permits, in_use_elsewhere, reaim, Reaim, SlotReply};
-use crate::core::{RetryPlan, Timing};
 use crate::error::{AcquireError, InputError, NodeErrorKind};
+use crate::kinds::kind::{Ctx, Held, Kind, Lost, Wait};
 use crate::link::Call;
 use crate::lua::{eval, int_reply, SEMAPHORE_ACQUIRE, SEMAPHORE_EXTEND};
-use crate::names::ttl_millis;
 use crate::ops::{LockOps, PlainLock};
+use crate::round::Read;
 
 /// A held permit: the plain lock on its slot key, and which slot it is. Its extend also keeps the
 /// semaphore's permits key alive (`semaphore_extend.lua`), so that key outlives every slot held.
-struct Permit {
+pub(crate) struct Permit {
     lock: PlainLock,
     slot: u32,
     /// The slot key and the permits key, for the extend.
@@ -69,148 +66,127 @@ impl LockOps for Permit {
 
 /// One semaphore request: the resource, its slot keys and its permits key (the acquire script's
 /// keys, in that order), and the slot to aim at next.
-struct Semaphore<'a> {
-    resource: &'a str,
-    keys: Arc<[String]>,
+#[derive(Debug)]
+pub(crate) struct Semaphore {
+    resource: String,
+    keys: Vec<String>,
     permits: u32,
     aim: AtomicU32,
 }
 
-/// Acquires one of `permits` permits of `resource`: retrying within `plan`, or one attempt when
-/// `plan` is `None` (a few rounds at most, re-aiming at a slot the masters named free).
-pub(crate) async fn acquire(
-    inner: &Arc<Inner>,
-    resource: &str,
-    permits: u32,
-    ttl: Duration,
-    plan: Option<RetryPlan>,
-) -> Result<Guard, AcquireError> {
-    let permits = check_permits(permits).map_err(InputError::from)?;
-    let timing = inner.check(resource, ttl)?;
-    let keys: Vec<String> = inner.names().slots(resource, permits);
-    let mut script_keys = keys.clone();
-    script_keys.push(inner.names().semaphore_permits(resource));
-    // A random first aim spreads clients that start together over the free slots.
-    let first = inner.entropy().between(0, u64::from(permits - 1));
-    let sem = Semaphore {
-        resource,
-        keys: script_keys.into(),
-        permits,
-        aim: AtomicU32::new(u32::try_from(first).unwrap_or(0)),
-    };
-    match plan {
-        Some(plan) => {
-            inner
-                .retrying_woken(resource, plan, keys, || attempt(inner, &sem, timing))
-                .await
-        }
-        None => attempt(inner, &sem, timing).await,
+impl Semaphore {
+    /// A request for one of `permits` permits of `resource`.
+    ///
+    /// # Errors
+    /// Zero permits, or more than [`MAX_PERMITS`](crate::kinds::MAX_PERMITS): checked before any
+    /// key is named.
+    pub(crate) fn new(ctx: &Ctx<'_>, resource: &str, permits: u32) -> Result<Self, InputError> {
+        let permits = check_permits(permits).map_err(InputError::from)?;
+        let mut keys = ctx.names.slots(resource, permits);
+        keys.push(ctx.names.semaphore_permits(resource));
+        // A random first aim spreads clients that start together over the free slots.
+        let first = ctx.entropy.between(0, u64::from(permits - 1));
+        Ok(Self {
+            resource: resource.to_owned(),
+            keys,
+            permits,
+            aim: AtomicU32::new(u32::try_from(first).unwrap_or(0)),
+        })
     }
 }
 
-/// Rounds until one wins, the masters name no other free slot, or
-/// [`ROUNDS_PER_ATTEMPT`](crate::core::semaphore::ROUNDS_PER_ATTEMPT) are made.
-async fn attempt(inner: &Arc<Inner>, sem: &Semaphore<'_>, timing: Timing) -> Result<Guard, AcquireError> {
-    let mut rounds = 0;
-    loop {
-        let slot = sem.aim.load(Ordering::Relaxed);
-        let (result, hints) = round(inner, sem, slot, timing).await;
-        rounds += 1;
-        let error = match result {
-            Ok(guard) => return Ok(guard),
-            Err(error) => error,
+impl Kind for Semaphore {
+    type Hold = Permit;
+    /// The free slot a master named when it refused.
+    type Note = SlotReply;
+
+    fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// A release of any slot.
+    fn wait(&self) -> Wait {
+        let slots = self.keys.len().saturating_sub(1);
+        Wait::Released(self.keys.iter().take(slots).cloned().collect())
+    }
+
+    fn hold(&self, ctx: &Ctx<'_>) -> Result<Held<Permit>, AcquireError> {
+        let slot = self.aim.load(Ordering::Relaxed);
+        // Aims come from `0..permits` and from hints checked against the permits.
+        let index = usize::try_from(slot % self.permits).unwrap_or_default();
+        let Some(key) = self.keys.get(index) else {
+            let what = format!("slot {slot} of the semaphore {:?}", self.resource);
+            return Err(InputError::Unsupported { what }.into());
         };
-        match reaim(aim(&hints), slot, rounds, error.is_retryable()) {
-            Reaim::Again(next) => sem.aim.store(next, Ordering::Relaxed),
+        let permits_key = self.keys.last().cloned().unwrap_or_default();
+        Held::fresh(ctx, &Arc::from(key.as_str()), |key, token| Permit {
+            lock: PlainLock::sharing(key, token),
+            slot,
+            keys: [key.to_string(), permits_key],
+            token: Arc::clone(token),
+            permits: self.permits,
+        })
+    }
+
+    fn call(&self, held: &Held<Permit>, ttl_ms: u64) -> Call {
+        let mut cmd = eval(&SEMAPHORE_ACQUIRE, &self.keys);
+        cmd.push(&*held.token)
+            .push(ttl_ms)
+            .push(held.hold.slot)
+            .push(self.permits);
+        Call::Script(cmd)
+    }
+
+    fn read(&self, reply: Value) -> Read<SlotReply> {
+        let permits = self.permits;
+        let code = match reply {
+            Value::Array(items) => {
+                return Read::vote(Err(match mismatch_reply(&items) {
+                    Some(in_use) => NodeErrorKind::PermitsMismatch { in_use },
+                    None => NodeErrorKind::Protocol(format!("semaphore acquire answered {items:?}").into()),
+                }))
+            }
+            other => match int_reply(other, "semaphore acquire") {
+                Ok(code) => code,
+                Err(kind) => return Read::vote(Err(kind)),
+            },
+        };
+        match SlotReply::from_code(code, permits) {
+            Some(SlotReply::Took) => Read::vote(Ok(())),
+            Some(hint) => Read::noting(Err(NodeErrorKind::Held), hint),
+            None => Read::vote(Err(NodeErrorKind::Protocol(
+                format!("semaphore acquire answered {code}, expected -1, -2 or a slot below {permits}")
+                    .into(),
+            ))),
+        }
+    }
+
+    /// Holders counting another number of permits: refused with both numbers, and not retried.
+    /// Otherwise the next round aims at the slot most masters named free, a few times within one
+    /// attempt (`core::semaphore::reaim`).
+    fn lost(&self, error: AcquireError, notes: Vec<(usize, SlotReply)>, round: usize) -> Lost {
+        if let Some(in_use) = in_use_elsewhere(error.failures().iter().map(|f| &f.kind)) {
+            return Lost::Stop(AcquireError::PermitsMismatch {
+                resource: self.resource.clone(),
+                asked: self.permits,
+                in_use,
+            });
+        }
+        let hints: Vec<SlotReply> = notes.into_iter().map(|(_, hint)| hint).collect();
+        let slot = self.aim.load(Ordering::Relaxed);
+        match reaim(aim(&hints), slot, round, error.is_retryable()) {
+            Reaim::Again(next) => {
+                self.aim.store(next, Ordering::Relaxed);
+                Lost::Again
+            }
             Reaim::Stop(next) => {
                 if let Some(next) = next {
-                    sem.aim.store(next, Ordering::Relaxed);
+                    self.aim.store(next, Ordering::Relaxed);
                 }
-                return Err(error);
+                Lost::Stop(error)
             }
         }
     }
-}
-
-/// One quorum round aiming at `slot`: the guard, or the error and the free slots masters named.
-async fn round(
-    inner: &Arc<Inner>,
-    sem: &Semaphore<'_>,
-    slot: u32,
-    timing: Timing,
-) -> (Result<Guard, AcquireError>, Vec<SlotReply>) {
-    let token = match inner.entropy().token() {
-        Ok(token) => token,
-        Err(error) => return (Err(error), Vec::new()),
-    };
-    // Aims come from `0..permits` and from hints checked against the permits.
-    let index = usize::try_from(slot % sem.permits).unwrap_or_default();
-    let Some(key) = sem.keys.get(index) else {
-        let what = format!("slot {slot} of the semaphore {:?}", sem.resource);
-        return (Err(InputError::Unsupported { what }.into()), Vec::new());
-    };
-    let permits_key = sem.keys.last().cloned().unwrap_or_default();
-    let permit = Permit {
-        lock: PlainLock::sharing(&Arc::from(key.as_str()), &token),
-        slot,
-        keys: [key.clone(), permits_key],
-        token: Arc::clone(&token),
-        permits: sem.permits,
-    };
-    let key: Arc<str> = Arc::from(key.as_str());
-    let mut cmd = eval(&SEMAPHORE_ACQUIRE, &sem.keys);
-    cmd.push(&*token)
-        .push(ttl_millis(timing.ttl()))
-        .push(slot)
-        .push(sem.permits);
-    let cmd = Arc::new(cmd);
-    let ops: Arc<dyn LockOps> = Arc::new(permit);
-    let hints: Arc<Mutex<Vec<SlotReply>>> = Arc::new(Mutex::new(Vec::new()));
-    let permits = sem.permits;
-    let result = inner
-        .acquire_round(sem.resource, key, token, timing, ops, |link| {
-            let hints = Arc::clone(&hints);
-            link.run_script(&cmd).map(move |reply| {
-                let code = match reply? {
-                    Value::Array(items) => {
-                        return match mismatch_reply(&items) {
-                            Some(in_use) => Err(NodeErrorKind::PermitsMismatch { in_use }),
-                            None => Err(NodeErrorKind::Protocol(
-                                format!("semaphore acquire answered {items:?}").into(),
-                            )),
-                        }
-                    }
-                    other => int_reply(other, "semaphore acquire")?,
-                };
-                match SlotReply::from_code(code, permits) {
-                    Some(SlotReply::Took) => Ok(()),
-                    Some(hint) => {
-                        hints.lock().unwrap_or_else(PoisonError::into_inner).push(hint);
-                        Err(NodeErrorKind::Held)
-                    }
-                    None => Err(NodeErrorKind::Protocol(
-                        format!(
-                            "semaphore acquire answered {code}, expected -1, -2 or a slot below {permits}"
-                        )
-                        .into(),
-                    )),
-                }
-            })
-        })
-        .await;
-    let hints = std::mem::take(&mut *hints.lock().unwrap_or_else(PoisonError::into_inner));
-    // Holders counting another number of permits: refused with both numbers, and not retried.
-    let result = result.map_err(
-        |error| match in_use_elsewhere(error.failures().iter().map(|f| &f.kind)) {
-            Some(in_use) => AcquireError::PermitsMismatch {
-                resource: sem.resource.to_owned(),
-                asked: sem.permits,
-                in_use,
-            },
-            None => error,
-        },
-    );
-    (result, hints)
 }
 
 /// The permits in `{-3, n}`, the acquire script's answer when holders there count `n` permits.

@@ -1,9 +1,9 @@
 //! The retry policies: when a failed attempt is tried again, and what may end the pause early.
 //!
-//! - [`Backoff`]: a jittered delay within the retry plan (attempts and wait), its sleep cut short by
+//! - [`Jittered`]: a jittered delay within the retry plan (attempts and wait), its sleep cut short by
 //!   a [`Sleep`]: [`Delay`] never is; [`ReleaseWake`] is by an announced release of the lock's keys
-//!   (the reentrant, multi-resource and fenced kinds); the fair lock's is by a message naming its
-//!   ticket.
+//!   (the reentrant, multi-resource, semaphore and read-write kinds); [`NamedWake`] is by a
+//!   message naming the waiter (the fair lock's ticket).
 //! - [`ReleaseOrExpiry`]: the plain acquire's wait. While another holder has the lock it waits
 //!   until the holder's release is announced, or until the key expires on a majority (read from
 //!   the masters' PTTLs: a holder that crashed never announces), whichever comes first, within the
@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use redis::Value;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::debug;
 
@@ -56,7 +57,7 @@ impl Sleep for Delay {
 
 /// Retries after a jittered delay, within the plan's attempts and wait, counted from `started`.
 #[derive(Debug)]
-pub(crate) struct Backoff<S> {
+pub(crate) struct Jittered<S> {
     plan: RetryPlan,
     backoff: core::Backoff,
     entropy: Entropy,
@@ -65,7 +66,7 @@ pub(crate) struct Backoff<S> {
     sleep: S,
 }
 
-impl<S> Backoff<S> {
+impl<S> Jittered<S> {
     /// Backs off with `backoff` (its jitter drawn from `entropy`) within `plan` from `started` on
     /// `clock`, sleeping with `sleep`.
     pub(crate) fn new(
@@ -87,7 +88,7 @@ impl<S> Backoff<S> {
     }
 }
 
-impl<S: Sleep + Send + Sync> Policy for Backoff<S> {
+impl<S: Sleep + Send + Sync> Policy for Jittered<S> {
     async fn pause(&mut self, attempts: u32, err: &AcquireError) -> Next {
         let delay = self.entropy.jitter(&self.backoff);
         let waited = self.clock.now().saturating_duration_since(self.started);
@@ -221,11 +222,115 @@ impl Sleep for ReleaseWake<'_> {
     }
 }
 
+/// Wakes a waiting acquire as soon as a release or a leave names it: the fair lock's turn.
+///
+/// The wait listens on the lock's release channel through the process's shared pub/sub
+/// connections (one per master, see `wait.rs`), for messages that carry our ticket id: however many
+/// named waiters a process has, each master sees one subscriber. The subscription starts in the
+/// background at once, so a release right after the first round is not missed, and is renewed
+/// before each pause on masters that reconnected. Between rounds the waiter sleeps until its turn is
+/// announced or its jittered delay ends, whichever comes first: the delay stays the fallback (a
+/// master that could not be subscribed to, a message missed while connecting), so waking is only
+/// ever faster.
+pub(crate) struct NamedWake {
+    waiter: Arc<Waiter>,
+    turn: Arc<Notify>,
+    timeout: Duration,
+    /// The longest pause between rounds: a third of the heartbeat, so the ticket never lapses.
+    cap: Duration,
+    subscribing: Option<tokio::task::JoinHandle<()>>,
+    /// The client's clock, which the pauses are measured on.
+    clock: Clock,
+}
+
+impl NamedWake {
+    /// Starts listening on `key`'s release channel for messages naming `name`, each subscription
+    /// bounded by `timeout` (`first` for a first connection, made in the background), every pause
+    /// at most `cap` on `clock`.
+    pub(crate) fn start(
+        waits: &Waits,
+        key: &str,
+        name: &str,
+        cap: Duration,
+        (timeout, first): (Duration, Duration),
+        clock: Clock,
+    ) -> Self {
+        let mut listener = waits.waiter(key);
+        let turn = listener.named(name);
+        let listener = Arc::new(listener);
+        // In the background nothing waits on it: a first connection gets the connect timeout.
+        let subscribing = tokio::runtime::Handle::try_current().ok().map(|handle| {
+            let listener = Arc::clone(&listener);
+            handle.spawn(async move {
+                let masters = listener.listen(first).await;
+                debug!(masters, "listening for our turn");
+            })
+        });
+        Self {
+            waiter: listener,
+            turn,
+            timeout,
+            cap,
+            subscribing,
+            clock,
+        }
+    }
+
+    /// Sleeps for `delay`, or less if our turn is announced meanwhile (or was, since the last pause).
+    fn pause(&self, delay: Duration) -> impl Future<Output = ()> + 'static {
+        let (turn, waiter, timeout) = (Arc::clone(&self.turn), Arc::clone(&self.waiter), self.timeout);
+        let clock = self.clock.clone();
+        async move {
+            let until = clock.deadline(delay);
+            // Re-subscribes on masters that reconnected (a no-op otherwise), within this pause.
+            let _ = clock.timeout_at(until, waiter.listen(timeout)).await;
+            tokio::select! {
+                // In a fixed order: one seed, one history (the simulation runs this on a paused clock).
+                biased;
+                () = clock.sleep_until(until) => {}
+                () = turn.notified() => debug!("woken by a release naming this waiter"),
+            }
+        }
+    }
+}
+
+impl Sleep for NamedWake {
+    fn sleep(&self, delay: Duration, _contended: bool) -> impl Future<Output = ()> + Send {
+        self.pause(delay.min(self.cap))
+    }
+}
+
+impl Drop for NamedWake {
+    fn drop(&mut self) {
+        if let Some(subscribing) = self.subscribing.take() {
+            subscribing.abort();
+        }
+    }
+}
+
+/// A kind's wake between attempts: by an announced release of its keys, or by a message naming
+/// the waiter.
+pub(crate) enum Woken<'a> {
+    /// [`ReleaseWake`].
+    Released(ReleaseWake<'a>),
+    /// [`NamedWake`].
+    Named(NamedWake),
+}
+
+impl Sleep for Woken<'_> {
+    async fn sleep(&self, delay: Duration, contended: bool) {
+        match self {
+            Woken::Released(wake) => wake.sleep(delay, contended).await,
+            Woken::Named(wake) => wake.sleep(delay, contended).await,
+        }
+    }
+}
+
 /// The plain acquire's wait: woken by the holder's release, or at the key's expiry on a majority.
 pub(crate) struct ReleaseOrExpiry<'a> {
     /// How a pause goes when nobody will announce anything (masters failing), or when
     /// announcements are off.
-    backoff: Backoff<Delay>,
+    backoff: Jittered<Delay>,
     plan: RetryPlan,
     /// When the wait began, and when it ends.
     started: Instant,
@@ -268,7 +373,7 @@ impl<'a> ReleaseOrExpiry<'a> {
         key: &'a str,
     ) -> Self {
         Self {
-            backoff: Backoff::new(
+            backoff: Jittered::new(
                 settings.plan,
                 settings.backoff,
                 entropy,

@@ -6,24 +6,30 @@
 //! lost its script cache (a restart) still finds the script loaded before the first renewal that
 //! needs it. A master too slow for the tick counts as a no; the schedule retries inside the
 //! remaining validity.
+//!
+//! The tick is one round of the round driver (`round.rs`), counted per lock: each master's votes
+//! are admitted by the same rule as an acquire's or an extend's.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use futures::stream::StreamExt;
 use redis::{Cmd, Value};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::{Due, Outcome, RENEWAL_TIME_ALLOWANCE};
+use crate::clock::later;
 use crate::config::Config;
 use crate::core::renewal::{self, Verdict};
 use crate::core::{Decision, Tally, Vote};
 use crate::error::NodeErrorKind;
 use crate::fanout::Fanout;
+use crate::health::Health;
 use crate::link::{compare_extend, Call, Masters};
 use crate::lua::Lua;
 use crate::metrics::{self, Cause};
 use crate::names::ttl_millis;
+use crate::round::{Count, Driver};
 
 /// What one tick did.
 pub(super) struct Tick {
@@ -39,6 +45,7 @@ pub(super) struct Tick {
 /// soon as its majority is known.
 pub(super) async fn renew(
     masters_of: &Arc<Masters>,
+    health: &Health,
     config: &Config,
     scripts: &mut Scripts,
     due: &[Due],
@@ -71,6 +78,7 @@ pub(super) async fn renew(
                         scripts.load(call.script());
                         (call.into_by_sha(), None)
                     }
+                    Call::Command(cmd) => ((*cmd).clone(), None),
                     Call::CompareExtend {
                         key,
                         token,
@@ -93,7 +101,7 @@ pub(super) async fn renew(
                     due: i,
                     tally: Tally::new(masters, timing, started.into_std()),
                     yes: 0,
-                    unreachable: 0,
+                    uncertain: 0,
                     conflict: false,
                     applied: false,
                 });
@@ -150,58 +158,29 @@ pub(super) async fn renew(
             )
         })
         .collect();
-    let mut answered = 0;
-    while let Some((node, reply)) = pending.next().await {
-        answered += 1;
-        let now = clock.now();
-        match reply {
-            Ok(values) if values.len() == count => {
-                for (round, value) in rounds.iter_mut().zip(values) {
-                    let vote = match value {
-                        // A script's 1, or `SET ... IFEQ`'s OK.
-                        Value::Int(1) | Value::Okay => {
-                            round.yes += 1;
-                            Vote::Yes
-                        }
-                        Value::Int(-1) => {
-                            round.conflict = true;
-                            Vote::No
-                        }
-                        _ => Vote::No,
-                    };
-                    round.tally.handle_reply(node, vote, now.into_std());
-                    round.settle(&due[round.due]);
-                }
-            }
-            other => {
-                let kind = match other {
-                    Ok(values) => NodeErrorKind::Protocol(
-                        format!("{} replies to {count} renewals", values.len()).into(),
-                    ),
-                    Err(kind) => kind,
-                };
-                debug!(node, error = %kind, "renewal pipeline failed on a master");
-                metrics::node_error(masters_of.addr(node), &kind);
-                for round in rounds.iter_mut() {
-                    if kind.is_unreachable() {
-                        round.unreachable += 1;
-                    }
-                    round.tally.handle_reply(node, Vote::No, now.into_std());
-                    round.settle(&due[round.due]);
-                }
-            }
-        }
-        // Once every lock is decided, a straggling master cannot change anything: stop waiting.
-        if rounds.iter().all(|r| r.tally.decision().is_final()) {
-            break;
-        }
-    }
+    let mut renewals = Renewals {
+        rounds,
+        due,
+        count,
+        answered: 0,
+        masters: masters_of,
+        started,
+    };
+    // The one round driver, with its one admission rule: a renewal from a master whose vote may
+    // not count now is no confirmation.
+    let driver = Driver {
+        masters: masters_of,
+        health,
+        clock,
+        node_timeout: timeout,
+    };
+    driver.run(&mut pending, &mut renewals).await;
     drop(pending);
     // Masters that did not answer yet might still hold our token: a failed round may be retried.
-    let silent = masters.saturating_sub(answered);
+    let silent = masters.saturating_sub(renewals.answered);
     let now = clock.now();
     let mut lost = 0u64;
-    for round in rounds.iter_mut() {
+    for round in renewals.rounds.iter_mut() {
         round.tally.poll(now.into_std());
         round.settle(&due[round.due]);
         let held = &due[round.due].held;
@@ -209,9 +188,9 @@ pub(super) async fn renew(
         outcomes[round.due] = if round.applied {
             Outcome::Renewed { started }
         } else {
-            match renewal::verdict(masters, round.yes, round.unreachable + silent, round.conflict) {
+            match renewal::verdict(masters, round.yes, round.uncertain + silent, round.conflict) {
                 Verdict::Retry => {
-                    debug!(resource = %held.resource, yes = round.yes, unreachable = round.unreachable, "renewal short of a majority; retrying");
+                    debug!(resource = %held.resource, yes = round.yes, uncertain = round.uncertain, "renewal short of a majority; retrying");
                     Outcome::Retry
                 }
                 verdict => {
@@ -234,12 +213,116 @@ pub(super) async fn renew(
     }
 }
 
+/// The count of one tick: every due lock's renewal round, fed by each master's pipeline reply.
+struct Renewals<'d> {
+    rounds: Vec<Round>,
+    due: &'d [Due],
+    /// How many renewals each pipeline carries.
+    count: usize,
+    /// How many masters answered.
+    answered: usize,
+    masters: &'d Masters,
+    /// When the tick began.
+    started: Instant,
+}
+
+impl Count<Result<Vec<Value>, NodeErrorKind>> for Renewals<'_> {
+    fn reply(
+        &mut self,
+        node: usize,
+        reply: Result<Vec<Value>, NodeErrorKind>,
+        admitted: Result<(), NodeErrorKind>,
+        now: Instant,
+    ) -> bool {
+        self.answered += 1;
+        let count = self.count;
+        match reply {
+            Ok(values) if values.len() == count => {
+                if let Err(why) = &admitted {
+                    debug!(node, %why, "renewals from a master whose vote does not count now");
+                }
+                for (round, value) in self.rounds.iter_mut().zip(values) {
+                    let vote = match value {
+                        // A script's 1, or `SET ... IFEQ`'s OK, from a master whose vote counts.
+                        Value::Int(1) | Value::Okay if admitted.is_ok() => {
+                            round.yes += 1;
+                            Vote::Yes
+                        }
+                        // Our token is there, but the master's vote may not count yet (within the
+                        // restart grace, or unverified since a reconnect): uncertain, not lost.
+                        Value::Int(1) | Value::Okay => {
+                            round.uncertain += 1;
+                            Vote::No
+                        }
+                        Value::Int(-1) => {
+                            round.conflict = true;
+                            Vote::No
+                        }
+                        _ => Vote::No,
+                    };
+                    round.tally.handle_reply(node, vote, now.into_std());
+                    round.settle(&self.due[round.due]);
+                }
+            }
+            other => {
+                let kind = match other {
+                    Ok(values) => NodeErrorKind::Protocol(
+                        format!("{} replies to {count} renewals", values.len()).into(),
+                    ),
+                    Err(kind) => kind,
+                };
+                debug!(node, error = %kind, "renewal pipeline failed on a master");
+                metrics::node_error(self.masters.addr(node), &kind);
+                for round in self.rounds.iter_mut() {
+                    if kind.is_unreachable() {
+                        round.uncertain += 1;
+                    }
+                    round.tally.handle_reply(node, Vote::No, now.into_std());
+                    round.settle(&self.due[round.due]);
+                }
+            }
+        }
+        // Once every lock is decided, a straggling master cannot change anything: stop waiting.
+        self.decided()
+    }
+
+    /// The earliest deadline of a renewal still open.
+    fn deadline(&self) -> Instant {
+        self.rounds
+            .iter()
+            .filter(|r| !r.tally.decision().is_final())
+            .map(|r| Instant::from_std(r.tally.deadline()))
+            .min()
+            .unwrap_or_else(|| later(self.started, FOREVER))
+    }
+
+    fn time_is_up(&mut self, now: Instant) -> bool {
+        for round in self.rounds.iter_mut() {
+            round.tally.poll(now.into_std());
+            round.settle(&self.due[round.due]);
+        }
+        self.decided()
+    }
+
+    fn all_answered(&mut self, _now: Instant) {}
+}
+
+impl Renewals<'_> {
+    fn decided(&self) -> bool {
+        self.rounds.iter().all(|r| r.tally.decision().is_final())
+    }
+}
+
+/// Stands in for "no deadline left" once every renewal is decided.
+const FOREVER: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// One lock's renewal round within a tick.
 struct Round {
     due: usize,
     tally: Tally,
     yes: usize,
-    unreachable: usize,
+    /// Masters that could still hold our token: unreachable, or whose vote did not count now.
+    uncertain: usize,
     conflict: bool,
     applied: bool,
 }

@@ -41,9 +41,11 @@ use tracing::{debug, warn};
 use crate::clock::later;
 use crate::config::Config;
 use crate::core::renewal;
+use crate::health::Health;
 use crate::lease::Lease;
 use crate::link::Masters;
 use crate::metrics::Cause;
+use crate::names::Names;
 
 /// How much time each renewal adds to the bound on a tick's pipeline, on top of the node timeout:
 /// 20 µs, so 10,000 renewals may take 200 ms more than a single command. The bound is raised to
@@ -103,8 +105,19 @@ pub struct WatchdogStats {
 /// renews them.
 pub(crate) struct Watchdog {
     shared: Arc<Shared>,
-    /// The masters renewals go to; the task stops once the client that owns them is gone.
+    /// What the renewals go to and are counted by; the task stops once the client is gone.
+    to: To,
+}
+
+/// The masters renewals go to, whose votes count, and the rules they are checked by: held weakly,
+/// so the task stops once the client that owns them is gone.
+#[derive(Clone)]
+struct To {
     masters: Weak<Masters>,
+    /// Whose votes count: a renewal is admitted as every other round's votes are.
+    health: Weak<Health>,
+    /// The client's key names, for the health checks a renewal starts.
+    names: Names,
     /// The TTL rules and the node timeout renewals are checked and bounded by.
     config: Arc<Config>,
 }
@@ -166,15 +179,25 @@ impl fmt::Debug for Watchdog {
 }
 
 impl Watchdog {
-    /// The scheduler of the locks renewed on `masters` under `config`; no task runs yet.
-    pub(crate) fn new(masters: &Arc<Masters>, config: Arc<Config>) -> Self {
+    /// The scheduler of the locks renewed on `masters` (whose votes `health` admits) under
+    /// `config`; no task runs yet.
+    pub(crate) fn new(
+        masters: &Arc<Masters>,
+        health: &Arc<Health>,
+        names: &Names,
+        config: Arc<Config>,
+    ) -> Self {
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
                 wake: Notify::new(),
             }),
-            masters: Arc::downgrade(masters),
-            config,
+            to: To {
+                masters: Arc::downgrade(masters),
+                health: Arc::downgrade(health),
+                names: names.clone(),
+                config,
+            },
         }
     }
 
@@ -200,7 +223,7 @@ impl Watchdog {
         if held.is_released() || held.status.get().lost {
             return;
         }
-        let now = self.config.clock.now();
+        let now = self.to.config.clock.now();
         let make = |opts: KeepAlive| {
             let interval = renewal::renew_interval(held.ttl, opts.interval);
             // The first renewal comes `interval` after the round that set the current validity.
@@ -243,11 +266,7 @@ impl Watchdog {
         }
         if !state.running {
             state.running = true;
-            runtime.spawn(run(
-                Arc::clone(&self.shared),
-                self.masters.clone(),
-                Arc::clone(&self.config),
-            ));
+            runtime.spawn(run(Arc::clone(&self.shared), self.to.clone()));
         }
         drop(state);
         self.shared.wake.notify_one();
@@ -365,8 +384,9 @@ impl Drop for Running {
 }
 
 /// The scheduler task: sleeps until a lock is due, renews every due lock in one batch, repeats.
-async fn run(shared: Arc<Shared>, masters: Weak<Masters>, config: Arc<Config>) {
+async fn run(shared: Arc<Shared>, to: To) {
     let _running = Running(Arc::clone(&shared));
+    let config = &to.config;
     let mut scripts = batch::Scripts::default();
     loop {
         let clock = &config.clock;
@@ -388,10 +408,12 @@ async fn run(shared: Arc<Shared>, masters: Weak<Masters>, config: Arc<Config>) {
             }
             continue;
         }
-        let Some(masters) = masters.upgrade() else {
+        let (Some(masters), Some(health)) = (to.masters.upgrade(), to.health.upgrade()) else {
             return;
         };
-        let tick = batch::renew(&masters, &config, &mut scripts, &due).await;
+        // Re-verifies masters that reconnected, so a process that only renews still counts them.
+        crate::health::tick(&health, &masters, &to.names);
+        let tick = batch::renew(&masters, &health, config, &mut scripts, &due).await;
         shared.record_tick(&tick, masters.len());
         if tick.sent >= RENEWAL_CONNECTION_RECYCLE {
             // Frees the write buffers this pipeline grew; the next tick opens them again.
@@ -399,7 +421,7 @@ async fn run(shared: Arc<Shared>, masters: Weak<Masters>, config: Arc<Config>) {
                 link.master().close_batch_connection();
             }
         }
-        drop(masters);
+        drop((masters, health));
         shared.apply(&due, &tick.outcomes, config.node_timeout, clock.now());
     }
 }
