@@ -53,6 +53,11 @@ fn engine() -> bool {
     true
 }
 
+/// One test of this file at a time: every project's start sweeps the leftovers of dead runs, so a
+/// project started beside the sweeping test would remove the stale resources that test made to be
+/// swept, before it counted them.
+static ENGINE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn up() -> ComposeProject {
     let mut spec = ProjectSpec::new(repo().join("chaos/docker/compose.masters.yml"));
     spec.ready_timeout = Duration::from_secs(90);
@@ -113,6 +118,7 @@ async fn masters_are_killed_paused_restarted_and_cut_off_for_real() {
     if !engine() {
         return;
     }
+    let _one = ENGINE.lock().await;
     let project = up().await;
     let run_id = project.run_id().to_string();
     let mut compose: Compose = project.compose().unwrap();
@@ -180,6 +186,7 @@ async fn a_killed_runs_leftovers_are_swept_and_a_dropped_project_leaves_nothing(
     if !engine() {
         return;
     }
+    let _one = ENGINE.lock().await;
     // What a harness killed with SIGKILL leaves: labelled resources of a process that is gone.
     let mut child = Command::new("true").spawn().unwrap();
     let dead = child.id();
@@ -242,6 +249,7 @@ async fn clients_in_containers_are_partitioned_for_real_and_leave_nothing() {
     if !engine() {
         return;
     }
+    let _one = ENGINE.lock().await;
     let project = up().await;
     let run_id = project.run_id().to_string();
     let mut opts = RunOptions::new(*scenario::find("partition").unwrap());

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::error::{AcquireError, NodeFailure};
+use crate::error::{AcquireError, ExtendError, NodeFailure};
 
 use super::tally::{Decision, Failure, Tally};
 use super::timing::Timing;
@@ -34,6 +34,51 @@ pub fn round_error(
         required: tally.required(),
         masters: tally.masters(),
         failures: failures.into(),
+    }
+}
+
+/// The error of an extend of `resource` that did not reach a majority: how many masters
+/// extended it, of how many needed, and each other master's failure, in the masters' order.
+pub fn extend_error(resource: &str, tally: &Tally, mut failures: Vec<NodeFailure>) -> ExtendError {
+    failures.sort_by_key(|f| f.node);
+    ExtendError::Lost {
+        resource: resource.to_owned(),
+        extended: tally.yes(),
+        required: tally.required(),
+        masters: tally.masters(),
+        failures: failures.into(),
+    }
+}
+
+/// Retryability is a decision, so it lives here with the round's other rules (and the error
+/// module needs nothing from the core).
+impl AcquireError {
+    /// Whether trying again later may succeed (contention, a master down, a slow round).
+    ///
+    /// Not when so many masters failed permanently (rejected credentials, a key of another type)
+    /// that a majority can never grant the lock.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            AcquireError::NoQuorum {
+                failures,
+                masters,
+                required,
+                ..
+            }
+            | AcquireError::Conflict {
+                failures,
+                masters,
+                required,
+                ..
+            } => {
+                let permanent = failures.iter().filter(|f| f.kind.is_permanent()).count();
+                still_winnable(*masters, permanent, *required)
+            }
+            AcquireError::TooSlow { .. } | AcquireError::Exhausted { .. } | AcquireError::Queued { .. } => {
+                true
+            }
+            AcquireError::Input(_) | AcquireError::Rng(_) | AcquireError::PermitsMismatch { .. } => false,
+        }
     }
 }
 
@@ -156,6 +201,46 @@ mod tests {
                 }
                 None => prop_assert!(!duplicate),
             }
+        }
+
+        /// A refused round is retried exactly when the masters that did not fail for good can
+        /// still make the majority; a slow round always is.
+        #[test]
+        fn a_round_is_retried_exactly_when_a_majority_can_still_grant_it(
+            masters in 1usize..8,
+            kinds in prop::collection::vec(0u8..4, 0..8),
+        ) {
+            let required = crate::core::quorum(masters);
+            let failures: Vec<NodeFailure> = kinds
+                .iter()
+                .take(masters)
+                .enumerate()
+                .map(|(node, k)| NodeFailure {
+                    node,
+                    addr: format!("m{node}:6379"),
+                    kind: match k {
+                        0 => NodeErrorKind::WrongType,
+                        1 => NodeErrorKind::Held,
+                        2 => NodeErrorKind::Timeout,
+                        _ => NodeErrorKind::Auth("denied".into()),
+                    },
+                })
+                .collect();
+            let permanent = failures.iter().filter(|f| f.kind.is_permanent()).count();
+            let error = AcquireError::NoQuorum {
+                resource: "r".into(),
+                acquired: 0,
+                required,
+                masters,
+                failures: failures.into(),
+            };
+            prop_assert_eq!(error.is_retryable(), masters - permanent >= required);
+            let slow = AcquireError::TooSlow {
+                resource: "r".into(),
+                elapsed: Duration::from_millis(5),
+                ttl: Duration::from_millis(10),
+            };
+            prop_assert!(slow.is_retryable());
         }
     }
 }

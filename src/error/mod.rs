@@ -323,34 +323,6 @@ pub enum AcquireError {
 }
 
 impl AcquireError {
-    /// Whether trying again later may succeed (contention, a master down, a slow round).
-    ///
-    /// Not when so many masters failed permanently (rejected credentials, a key of another type)
-    /// that a majority can never grant the lock.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            AcquireError::NoQuorum {
-                failures,
-                masters,
-                required,
-                ..
-            }
-            | AcquireError::Conflict {
-                failures,
-                masters,
-                required,
-                ..
-            } => {
-                let permanent = failures.iter().filter(|f| f.kind.is_permanent()).count();
-                crate::core::round::still_winnable(*masters, permanent, *required)
-            }
-            AcquireError::TooSlow { .. } | AcquireError::Exhausted { .. } | AcquireError::Queued { .. } => {
-                true
-            }
-            AcquireError::Input(_) | AcquireError::Rng(_) | AcquireError::PermitsMismatch { .. } => false,
-        }
-    }
-
     /// Whether the lock is held by someone else on at least one master (plain contention).
     pub fn is_contended(&self) -> bool {
         match self {
