@@ -18,47 +18,48 @@
 //! ```
 //!
 //! # Module map
-//! The crate is built in layers; each file imports only from the layers below it.
+//! The crate is built in layers, one folder each; each file imports only from the layers below it.
 //!
-//! 1. **Public API.** [`Lock`] (`lock`): one request for every kind of lock, with this call's wait
-//!    and attempts, sent by `acquire`, `try_acquire` or `with`; [`Quorlock`] (`client/`: the
-//!    handle, building it, the plain acquire, and the [`Guard`]); the lock [`kinds`] (reentrant
-//!    [`LockOwner`], multi-resource, fair [`Ticket`], fenced, semaphore, read-write); work under a
-//!    lock (`with_lock`, [`LockHandle`]); [`Quorlock::release_token`]
-//!    (`by_token`); [`Inspection`] (`inspect`), and [`SemaphoreInspection`] and [`RwInspection`]
-//!    (`inspect_kinds`); [`FencedStore`] (`fenced_store`), a resource that
-//!    rejects stale fencing tokens. A kind is a value of one trait (`kinds/kind.rs`): it supplies
-//!    its keys, its acquire call, how a reply reads, how it waits and its hold's extend and
-//!    release, and one generic path (`client/acquire.rs`) does the checks, the local queue, the
-//!    retry, the round and the guard for every kind. Fencing wraps a kind (`kinds/fenced.rs`).
-//! 2. **Mechanisms, each written once, each taking only what it needs:**
-//!    - `round`: the one round driver. It fans out to every master, admits each reply's vote by
+//! 1. **`api/`, the public API.** [`Lock`] (`lock.rs`): one request for every kind of lock, with
+//!    this call's wait and attempts, sent by `acquire`, `try_acquire` or `with`; [`Quorlock`]
+//!    (`client/`: the handle, building it, the one acquire path of every kind, and the
+//!    [`Guard`]); the lock [`kinds`] (plain, reentrant [`LockOwner`], multi-resource, fair
+//!    [`Ticket`], semaphore, read-write, and fencing around the plain lock or the write), each a
+//!    value of one trait (`kinds/kind.rs`) that supplies its keys, its acquire call, how a reply
+//!    reads, how it waits and its hold's extend and release, and never sees the client; work under
+//!    a lock (`with_lock.rs`, [`LockHandle`]); [`Quorlock::release_token`] (`by_token.rs`);
+//!    [`Inspection`], [`SemaphoreInspection`] and [`RwInspection`] (`inspect/`); [`FencedStore`]
+//!    (`fenced_store.rs`), a resource that rejects stale fencing tokens.
+//! 2. **`mechanisms/`, each written once, each taking only what it needs:**
+//!    - `round.rs`: the one round driver. It fans out to every master, admits each reply's vote by
 //!      one rule, feeds a count of the replies (the core's tally, or one per lock for the
 //!      watchdog's batch), returns at the decision, and leaves the slower masters' requests to a
 //!      task. Acquire, the fenced rounds, extend and the watchdog's batch all run through it;
-//!    - `release`: release everywhere, with drop safety (`ReleaseOnDrop`);
-//!    - `retry`: the retry loop, and its policies (`retry/policy.rs`): a jittered delay, a release
-//!      announcement, or the lock's expiry on a majority;
-//!    - `watchdog`: the renewal schedule, and each tick's batch (`watchdog/batch.rs`);
-//!    - `pubsub`: the hub that hears release announcements once per process;
-//!    - `health`: who may vote (identity, persistence, restart grace), and its checks;
-//!    - `fence`: repair of masters that lost their fencing counter;
-//!    - `lease`: a held lock's shared state; `ops`: how a kind extends and releases;
-//!    - `coalesce` (the local queue), `background` (tasks [`Quorlock::settle`] waits for), `fanout`.
-//! 3. **The seam at the masters.** [`seam`] is the one interface to a master: send a command and get
-//!    a reply or a classified error within a timeout, send a batch, subscribe. `node` is its
-//!    redis-rs implementation (with `tls`); `link` reads replies into what they mean for a lock,
-//!    once for every implementation, and sends each master the native commands its server offers.
-//!    [`config`] is checked once at `build()`.
-//! 4. **`core`: every decision, pure.** No tokio, no redis: quorum, drift and validity, the
-//!    tally, the round's error, the release verdict, the expiry majority, the restart-grace
-//!    admission, each server's native commands, backoff, the renewal schedule, fencing arithmetic,
-//!    and each kind's rules.
-//!    Property tests drive it directly.
-//! 5. **Ground floor:** `names` (keys, channels, TTL arguments), `lua` (every script, and calls by
-//!    SHA1), [`error`], `token` (random identities).
+//!    - `release.rs`: release everywhere, with drop safety (`ReleaseOnDrop`);
+//!    - `retry/`: the retry loop, and its policies (`retry/policy.rs`): a jittered delay, a release
+//!      announcement, a message naming the waiter, or the lock's expiry on a majority;
+//!    - `watchdog/`: the renewal schedule, and each tick's batch (`watchdog/batch.rs`);
+//!    - `pubsub.rs`: the hub that hears release announcements once per process;
+//!    - `health/`: who may vote (identity, persistence, eviction, restart grace), and its checks;
+//!    - `fencing.rs`: repair of masters that lost their fencing counter;
+//!    - `lease.rs`: a held lock's shared state; `ops.rs`: how a kind extends and releases;
+//!    - `coalesce.rs` (the local queue), `background.rs` (tasks [`Quorlock::settle`] waits for),
+//!      `fanout.rs` (the one tool that runs requests side by side), and [`config`], checked once
+//!      at `build()`.
+//! 3. **`seam/`, the one interface to a master.** [`seam`] sends a command and gets a reply or a
+//!    classified error within a timeout, sends a batch, subscribes. `redis_rs.rs` is its redis-rs
+//!    implementation (with `tls.rs`); `link.rs` reads replies into what they mean for a lock, once
+//!    for every implementation, sends every script by SHA1, and sends each master the native
+//!    commands its server offers; `clock/` is the one clock; `token.rs` the random identities.
+//! 4. **`core/`: every decision, pure.** No tokio, no redis: quorum, drift and validity, the
+//!    tally, the round's error and retryability, the release verdict, the expiry majority, what
+//!    the client knows of each master and whose votes it admits, each server's native commands,
+//!    backoff and the give-up rule, the renewal schedule, fencing arithmetic and repair, and each
+//!    kind's rules. Property tests drive it directly.
+//! 5. **`base/`, the ground floor:** `names.rs` (keys, channels, TTL arguments), `lua.rs` (every
+//!    script, as a static with its SHA1), [`error`], [`metrics`].
 //!
-//! One clock runs through all of it (`clock`): tokio's [`Instant`](tokio::time::Instant) by
+//! One clock runs through all of it (`seam/clock/`): tokio's [`Instant`](tokio::time::Instant) by
 //! default, so a paused tokio clock drives every timeout, wait, renewal and validity; or the clock
 //! of an application's [`seam::Environment`] (the deterministic simulation gives each client its
 //! own rate, and stops its timers while it is paused).
@@ -80,53 +81,30 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod background;
-mod by_token;
-mod client;
-mod clock;
-mod coalesce;
-pub mod config;
+mod api;
+mod base;
 mod core;
-pub mod error;
-mod fanout;
-mod fence;
-mod fenced_store;
-mod health;
-mod inspect;
-mod inspect_kinds;
-pub mod kinds;
-mod lease;
-mod link;
-mod lock;
-mod lua;
-pub mod metrics;
-mod names;
-mod node;
-mod ops;
-mod pubsub;
-mod release;
-mod retry;
-mod round;
+mod mechanisms;
 pub mod seam;
-mod tls;
-mod token;
-mod watchdog;
-mod with_lock;
 
-pub use client::{Guard, Quorlock};
+pub use api::kinds;
+pub use base::{error, metrics};
+pub use mechanisms::config;
+
+pub use api::client::{Guard, Quorlock};
+pub use api::fenced_store::{FencedError, FencedStore, DEFAULT_FENCE_SUFFIX};
+pub use api::inspect::kinds::{ReadersState, RwInspection, SemaphoreInspection};
+pub use api::inspect::{Holding, Inspection, MasterState};
+pub use api::lock::Lock;
+pub use api::with_lock::LockHandle;
 pub use config::{Config, QuorlockBuilder};
 pub use error::{
     AcquireError, BuildError, ExtendError, InputError, NodeErrorKind, NodeFailure, PermitsError,
     ReleaseError, Released, WithLockError,
 };
-pub use fenced_store::{FencedError, FencedStore, DEFAULT_FENCE_SUFFIX};
-pub use health::{HealthSnapshot, Ignored, MasterHealth};
-pub use inspect::{Holding, Inspection, MasterState};
-pub use inspect_kinds::{ReadersState, RwInspection, SemaphoreInspection};
 pub use kinds::{FairOptions, LockOwner, Ticket};
-pub use lock::Lock;
-pub use watchdog::{KeepAlive, WatchdogStats};
-pub use with_lock::LockHandle;
+pub use mechanisms::health::{HealthSnapshot, Ignored, MasterHealth};
+pub use mechanisms::watchdog::{KeepAlive, WatchdogStats};
 
 #[doc = include_str!("../docs/safety.md")]
 pub mod safety {}

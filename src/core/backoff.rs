@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rand::{Rng, RngExt};
 
-pub use crate::error::BackoffError;
+pub use crate::base::error::BackoffError;
 
 /// A retry delay of `delay ± jitter`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 //! told apart from a release that worked: it is unconfirmed. Fewer than that is a lock that had
 //! expired, and the holder must hear it: another holder may have touched the protected data.
 
-use crate::error::{NodeErrorKind, NodeFailure, ReleaseError, Released};
+use crate::base::error::{NodeErrorKind, NodeFailure, ReleaseError, Released};
 
 use super::timing::quorum;
 

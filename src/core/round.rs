@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::error::{AcquireError, ExtendError, NodeFailure};
+use crate::base::error::{AcquireError, ExtendError, NodeFailure};
 
 use super::tally::{Decision, Failure, Tally};
 use super::timing::Timing;
@@ -109,7 +109,7 @@ pub fn same_server_twice(ids: &[Option<String>]) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::NodeErrorKind;
+    use crate::base::error::NodeErrorKind;
     use proptest::prelude::*;
     use std::time::Instant;
 

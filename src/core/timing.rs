@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-pub use crate::error::TimingError;
+pub use crate::base::error::TimingError;
 
 /// The fixed part of the drift allowance, added to `ttl * factor`: 2 ms.
 pub const DRIFT_FIXED: Duration = Duration::from_millis(2);

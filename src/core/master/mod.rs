@@ -20,7 +20,7 @@ mod model;
 
 use std::time::{Duration, Instant};
 
-use crate::error::NodeErrorKind;
+use crate::base::error::NodeErrorKind;
 
 use super::admission::latest_start;
 use super::timing::drift;

@@ -19,8 +19,8 @@ use proptest::prelude::*;
 
 use super::record::{next, Missing, Record, Seen};
 use super::{Belief, Memory, Report, Rules, Sighting};
+use crate::base::error::NodeErrorKind;
 use crate::core::timing::{drift, quorum};
-use crate::error::NodeErrorKind;
 
 /// The TTL every client uses, in ms, but client 0, which uses [`LONG_TTL`]; a client's own grace is
 /// its TTL plus its drift, which it declares in the records it writes.

@@ -13,7 +13,7 @@
 #[cfg(test)]
 mod model;
 
-pub use crate::error::{NodeErrorKind, PermitsError};
+pub use crate::base::error::{NodeErrorKind, PermitsError};
 
 /// The largest number of permits a semaphore may have: a waiter listens for the release of every
 /// slot, and a failed round's cleanup names each slot key.
