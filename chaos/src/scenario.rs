@@ -184,7 +184,8 @@ pub const OPERATIONS: [Scenario; 3] = [
         kind: ScenarioKind::RuntimeDowngrade,
         name: "runtime-downgrade",
         in_model: true,
-        summary: "lower a durable master's persistence with CONFIG SET, then SIGKILL and restart it (compose)",
+        summary:
+            "lower a durable master's persistence with CONFIG SET, then SIGKILL and restart it (compose)",
     },
     Scenario {
         kind: ScenarioKind::Eviction,
@@ -267,7 +268,10 @@ impl Scenario {
         let mut push = |at: Duration, action: FaultAction| out.push(ScheduledFault { at, action });
         match self.kind {
             // The operations are steps, not a schedule: `compose::operations` applies them.
-            ScenarioKind::None | ScenarioKind::Failover | ScenarioKind::RuntimeDowngrade | ScenarioKind::Eviction => {}
+            ScenarioKind::None
+            | ScenarioKind::Failover
+            | ScenarioKind::RuntimeDowngrade
+            | ScenarioKind::Eviction => {}
             ScenarioKind::KillMinority => {
                 let set = rng.pick(n, minority);
                 let kill = frac(0.2) + rng.jitter(frac(0.05));
@@ -531,7 +535,10 @@ mod tests {
         }
         assert!(SCENARIOS.iter().all(|s| !s.is_operation()));
         let err = find("failover-twice").unwrap_err().to_string();
-        assert!(err.contains("runtime-downgrade") && err.contains("partition"), "{err}");
+        assert!(
+            err.contains("runtime-downgrade") && err.contains("partition"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -121,9 +121,21 @@ impl ContainerClients {
             let mut command = vec!["client".to_string()];
             command.extend(slice.common.iter().cloned());
             command.push(start_file.clone());
-            command.extend(["--group".into(), g.to_string(), "--groups".into(), groups.to_string()]);
-            create_container(compose, &label, &name, &[mount.clone(), start_mount.clone()], &networks, &command)
-                .await?;
+            command.extend([
+                "--group".into(),
+                g.to_string(),
+                "--groups".into(),
+                groups.to_string(),
+            ]);
+            create_container(
+                compose,
+                &label,
+                &name,
+                &[mount.clone(), start_mount.clone()],
+                &networks,
+                &command,
+            )
+            .await?;
             containers.push(name);
         }
         Ok(ContainerClients {
@@ -263,14 +275,18 @@ pub(crate) async fn create_container(
     networks: &[String],
     command: &[String],
 ) -> Result<(), HarnessError> {
-    let (first, others) = networks.split_first().ok_or_else(|| {
-        HarnessError::InvalidOptions(format!("container {name} needs a network"))
-    })?;
+    let (first, others) = networks
+        .split_first()
+        .ok_or_else(|| HarnessError::InvalidOptions(format!("container {name} needs a network")))?;
     let mut create = docker(compose).args(["create", "--label", label, "--name", name, "--network", first]);
     for mount in mounts {
         create = create.args(["-v", mount.as_str()]);
     }
-    create.args([IMAGE, BINARY_IN_CONTAINER]).args(command).output().await?;
+    create
+        .args([IMAGE, BINARY_IN_CONTAINER])
+        .args(command)
+        .output()
+        .await?;
     for net in others {
         docker(compose)
             .args(["network", "connect", net.as_str(), name])

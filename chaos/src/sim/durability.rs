@@ -95,7 +95,10 @@ mod tests {
     #[test]
     fn a_lowered_master_loses_writes_only_once_its_record_shows_it() {
         let all = |j: &Judged| matches!(j.survival, Survival::All);
-        assert!(matches!(at_crash(false, "always", false, "a", None).survival, Survival::Nothing));
+        assert!(matches!(
+            at_crash(false, "always", false, "a", None).survival,
+            Survival::Nothing
+        ));
         assert!(all(&at_crash(true, "always", true, "a", None)));
         // everysec from the start: the last second is lost.
         let j = at_crash(true, "everysec", false, "a", Some(before("a", Some(("a", "0")))));

@@ -236,7 +236,10 @@ impl Fault {
                 master,
                 lag_ms,
                 keep_connections,
-            } => format!("promote replica m{master} lag {lag_ms}ms{}", kept(*keep_connections)),
+            } => format!(
+                "promote replica m{master} lag {lag_ms}ms{}",
+                kept(*keep_connections)
+            ),
             Fault::Replace {
                 master,
                 uptime_s,

@@ -181,7 +181,11 @@ impl Profile {
             let health_refresh = rng
                 .random_bool(0.5)
                 .then(|| Duration::from_millis(rng.random_range(200..=3_000)));
-            let permits = if rng.random_ratio(1, 3) { 3 } else { SEMAPHORE_PERMITS };
+            let permits = if rng.random_ratio(1, 3) {
+                3
+            } else {
+                SEMAPHORE_PERMITS
+            };
             let starts_at_ms = if c >= clients {
                 rng.random_range(run_ms / 10..=run_ms / 2)
             } else {

@@ -172,6 +172,7 @@ pub fn sweep(plan: Sweep, mut each: impl FnMut(&SeedOutcome)) -> Result<Summary,
             seed,
             simulated: plan.simulated,
             control: plan.control,
+            classic: false,
         })?;
         summary.seeds += 1;
         summary.seed_range.1 = seed;

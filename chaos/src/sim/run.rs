@@ -77,6 +77,9 @@ pub struct SeedConfig {
     pub simulated: Duration,
     /// The negative control, if any.
     pub control: Option<Control>,
+    /// Runs the classic mix alone, whatever the seed's profile would draw (see `profile.rs`): a
+    /// seed found before the operations existed replays the history it was found with.
+    pub classic: bool,
 }
 
 /// What one seed found.
@@ -159,6 +162,7 @@ pub fn run_fair_without_skipping(seed: u64, simulated: Duration) -> Result<SeedO
         seed,
         simulated,
         control: Some(Control::FairSkipsQueue),
+        classic: false,
     };
     run(config, false)
 }
@@ -189,7 +193,11 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
     // What this seed's masters and clients are set up with beyond the classic run, from a
     // generator of its own: the classic draws below stay what they were.
     let mut ops_rng = Profile::generator(config.seed);
-    let profile = Profile::draw(&mut ops_rng, control, MASTERS, CLIENTS, TTL_MS, run_ms);
+    let profile = if config.classic {
+        Profile::classic(MASTERS, CLIENTS, TTL_MS, ops_rng.random())
+    } else {
+        Profile::draw(&mut ops_rng, control, MASTERS, CLIENTS, TTL_MS, run_ms)
+    };
     let mut nodes = Vec::with_capacity(MASTERS);
     for setup in profile.masters.iter().take(MASTERS) {
         let durable = control != Some(Control::WipeWithoutGrace) && rng.random_bool(0.5);
@@ -261,7 +269,10 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
         faults = merge(faults, plan_operations(&mut ops_rng, &shape));
     }
     if control == Some(Control::VmRollback) {
-        faults = merge(faults, plan_rollbacks(&mut ops_rng, MASTERS, run_ms, ROLLBACK_GAP_MS));
+        faults = merge(
+            faults,
+            plan_rollbacks(&mut ops_rng, MASTERS, run_ms, ROLLBACK_GAP_MS),
+        );
     }
     // Drawn after everything else is planned and only under their control, so that no other run
     // draws differently.

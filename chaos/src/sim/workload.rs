@@ -15,9 +15,9 @@ use tokio::time::Instant;
 use super::client::StoreConn;
 use super::context::ClientCtx;
 use super::hold::hold;
-use super::record::{CallKind, SimRecord};
 #[cfg(doc)]
 use super::record::SEMAPHORE_PERMITS;
+use super::record::{CallKind, SimRecord};
 
 /// Runs the client's loop until `until`, then settles its background work.
 pub async fn run_client(mut ctx: ClientCtx) {
@@ -26,7 +26,11 @@ pub async fn run_client(mut ctx: ClientCtx) {
     while Instant::now() < ctx.until {
         let kind = ctx.behaviour.kinds[ctx.rng.random_range(0..ctx.behaviour.kinds.len())];
         let r = ctx.rng.random_range(0..ctx.behaviour.resources);
-        let prefix = if ctx.behaviour.shared { "shared" } else { kind.name() };
+        let prefix = if ctx.behaviour.shared {
+            "shared"
+        } else {
+            kind.name()
+        };
         let resources = match kind {
             CallKind::Multi => {
                 let other = (r + 1 + ctx.rng.random_range(0..ctx.behaviour.resources.max(2) - 1))

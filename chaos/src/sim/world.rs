@@ -620,10 +620,7 @@ impl World {
         let now = self.now();
         match &fault {
             Fault::Partition {
-                client,
-                master,
-                late,
-                ..
+                client, master, late, ..
             } => {
                 let count = self.partitions.entry((*client, *master)).or_default();
                 *count = count.saturating_sub(1);

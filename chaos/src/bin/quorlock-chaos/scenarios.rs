@@ -32,9 +32,9 @@ use quorlock_chaos::compose::operations::drive as operations_drive;
 use quorlock_chaos::compose::project::{ComposeProject, ProjectSpec};
 use quorlock_chaos::drive::{self, Progress};
 use quorlock_chaos::run::{BackendChoice, Kind, RunOptions, RunReport, Verdict};
+use quorlock_chaos::scenario::OPERATIONS;
 use quorlock_chaos::workload::ClientMode;
 use quorlock_chaos::HarnessError;
-use quorlock_chaos::scenario::OPERATIONS;
 use quorlock_chaos::{scenario, ComposeOptions, Scenario, SCENARIOS};
 
 use crate::signals::Signals;
@@ -136,9 +136,9 @@ impl UnsafeArg {
             UnsafeArg::SingleMaster => Some(ClientMode::SingleMaster),
             UnsafeArg::IgnoreValidity => Some(ClientMode::IgnoreValidity),
             UnsafeArg::MajorityCounting => Some(ClientMode::MajorityCounting),
-            UnsafeArg::CountReplacedMasters | UnsafeArg::DurabilityFromReport | UnsafeArg::CountEvictingMasters => {
-                None
-            }
+            UnsafeArg::CountReplacedMasters
+            | UnsafeArg::DurabilityFromReport
+            | UnsafeArg::CountEvictingMasters => None,
         }
     }
 
@@ -299,7 +299,9 @@ fn modes(args: &RunArgs, scenario: Scenario) -> Result<(ClientMode, Option<Contr
     };
     match (arg.client_mode(), arg.control(), scenario.is_operation()) {
         (Some(mode), _, false) => Ok((mode, None)),
-        (_, Some(control), true) if control.operation() == scenario.kind => Ok((ClientMode::Safe, Some(control))),
+        (_, Some(control), true) if control.operation() == scenario.kind => {
+            Ok((ClientMode::Safe, Some(control)))
+        }
         _ => {
             let own = Control::ALL
                 .iter()
@@ -307,7 +309,8 @@ fn modes(args: &RunArgs, scenario: Scenario) -> Result<(ClientMode, Option<Contr
                 .map(|c| format!("its control is {}", c.name()));
             Err(format!(
                 "--unsafe {} does not apply to {} ({})",
-                arg.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string()),
+                arg.to_possible_value()
+                    .map_or_else(String::new, |v| v.get_name().to_string()),
                 scenario.name,
                 own.unwrap_or_else(|| "single-master, ignore-validity or majority-counting apply".into())
             ))

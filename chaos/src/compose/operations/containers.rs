@@ -96,7 +96,15 @@ impl ProbeContainer {
         }
         let label = format!("{RUN_LABEL}={run_id}");
         let command = spec.command(&node_urls(compose));
-        create_container(compose, &label, &name, &[binary_mount(binary)?], &networks, &command).await?;
+        create_container(
+            compose,
+            &label,
+            &name,
+            &[binary_mount(binary)?],
+            &networks,
+            &command,
+        )
+        .await?;
         docker(compose).args(["start", name.as_str()]).output().await?;
         Ok(ProbeContainer { name })
     }

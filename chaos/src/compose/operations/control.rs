@@ -65,7 +65,9 @@ impl Control {
     /// The probe clients' builder with the rule switched off.
     pub fn configure(self, builder: QuorlockBuilder) -> QuorlockBuilder {
         match self {
-            Control::CountReplacedMasters | Control::DurabilityFromReport => builder.restart_grace(Duration::ZERO),
+            Control::CountReplacedMasters | Control::DurabilityFromReport => {
+                builder.restart_grace(Duration::ZERO)
+            }
             Control::CountEvictingMasters => builder.refuse_evicting_masters(false),
         }
     }
@@ -146,7 +148,11 @@ mod tests {
         let operations: Vec<ScenarioKind> = Control::ALL.iter().map(|c| c.operation()).collect();
         assert_eq!(
             operations,
-            vec![ScenarioKind::Failover, ScenarioKind::RuntimeDowngrade, ScenarioKind::Eviction]
+            vec![
+                ScenarioKind::Failover,
+                ScenarioKind::RuntimeDowngrade,
+                ScenarioKind::Eviction
+            ]
         );
         assert!(Control::CountEvictingMasters.missing_switch().is_none());
         assert!(Control::CountReplacedMasters.missing_switch().is_some());
@@ -161,7 +167,9 @@ mod tests {
         judge(&mut r, Control::CountReplacedMasters);
         assert_eq!(r.verdict, Verdict::Fail);
         assert!(
-            r.notes.iter().any(|n| n.contains("caught by its own check (overlaps)")),
+            r.notes
+                .iter()
+                .any(|n| n.contains("caught by its own check (overlaps)")),
             "{:?}",
             r.notes
         );
@@ -176,7 +184,11 @@ mod tests {
         assert_eq!(r.verdict, Verdict::Inconclusive);
         assert_eq!(r.reasons.len(), 1);
         assert_eq!(r.reasons[0].rule, Some(Rule::Overlaps));
-        assert!(r.notes.iter().any(|n| n.contains("does not count")), "{:?}", r.notes);
+        assert!(
+            r.notes.iter().any(|n| n.contains("does not count")),
+            "{:?}",
+            r.notes
+        );
         let mut clean = report("runtime-downgrade");
         judge(&mut clean, Control::DurabilityFromReport);
         assert_eq!(clean.verdict, Verdict::Inconclusive);

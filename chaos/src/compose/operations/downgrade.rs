@@ -13,12 +13,38 @@
 //! file before that, which is what the first step leaves room for. A downgrade that no check saw
 //! before the crash is out of the library's model (`docs/safety.md`, *Operations*).
 
+use std::time::{Duration, Instant};
+
 use quorlock::config::MASTER_RECORD_KEY;
 
 use super::super::Compose;
 use super::reach::{command, info_field};
 use crate::cluster::DataMode;
 use crate::error::HarnessError;
+
+/// Waits until master 0 has been up longer than `grace` (the probes' restart grace, their
+/// longest TTL), so that the first probe's check does not keep it out of its majority as a master
+/// that started within the grace and now reports no `appendfsync always`: the first probe must
+/// hold through it for the crash to take its key. Returns what it waited for, in words.
+///
+/// # Errors
+/// When the master cannot be read or does not report its uptime.
+pub(crate) async fn up_past(compose: &Compose, grace: Duration) -> Result<String, HarnessError> {
+    let started = Instant::now();
+    loop {
+        let info: String = command(compose, 0, &["INFO", "server"]).await?;
+        let uptime: u64 = info_field(&info, "uptime_in_seconds")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| HarnessError::Workload(format!("m0 reports no uptime_in_seconds: {info}")))?;
+        if Duration::from_secs(uptime) > grace {
+            return Ok(format!(
+                "m0 up {uptime}s, past the probes' grace of {grace:?} (waited {:.1}s)",
+                started.elapsed().as_secs_f64()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
 
 /// `CONFIG SET appendfsync no` on master 0.
 ///

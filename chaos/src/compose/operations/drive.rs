@@ -7,7 +7,9 @@
 //! The sequence, for every operation:
 //!
 //! 1. before the first probe: the failover cuts the replica off (its copy lags from here); the
-//!    downgrade lowers master 0's fsync;
+//!    downgrade waits until master 0 has been up longer than the probes' grace (else the first
+//!    probe keeps it out as a master that started within the grace without `appendfsync always`,
+//!    and the crash has nothing to take), then lowers master 0's fsync;
 //! 2. the first probe is built on a host that reaches masters `0..quorum` only, and says so; the
 //!    downgrade checks that its client's check recorded the downgrade on master 0, then switches
 //!    master 0's AOF off; the harness says go, and the first probe acquires, through master 0
@@ -111,7 +113,8 @@ pub async fn run(
     };
 
     let common = client_args(&opts, &compose);
-    let clients = ContainerClients::create(&compose, project.run_id(), binary, &SliceArgs { common }, 1).await?;
+    let clients =
+        ContainerClients::create(&compose, project.run_id(), binary, &SliceArgs { common }, 1).await?;
     workload::reset_witness(clients.witness_host_url(), opts.resources).await?;
     let board = Board::connect(clients.witness_host_url()).await?;
     board.clear().await?;
@@ -132,13 +135,21 @@ pub async fn run(
         start_ms,
         control,
     };
-    let step = |notes: &mut Vec<String>, what: String| notes.push(format!("at {:.3}s: {what}", clock.now().as_secs_f64()));
+    let step = |notes: &mut Vec<String>, what: String| {
+        notes.push(format!("at {:.3}s: {what}", clock.now().as_secs_f64()))
+    };
 
-    tokio::time::sleep_until(tokio::time::Instant::from_std(clock.start() + opts.duration.mul_f64(PROBES_AT))).await;
+    tokio::time::sleep_until(tokio::time::Instant::from_std(
+        clock.start() + opts.duration.mul_f64(PROBES_AT),
+    ))
+    .await;
     let degraded = clock.now();
     match &prepared {
         Prepared::Failover(failover) => step(&mut notes, failover.lag(&compose).await?),
-        Prepared::Downgrade => step(&mut notes, downgrade::lower_fsync(&compose).await?),
+        Prepared::Downgrade => {
+            step(&mut notes, downgrade::up_past(&compose, PROBE_TTL).await?);
+            step(&mut notes, downgrade::lower_fsync(&compose).await?);
+        }
         Prepared::Eviction => {}
     }
     let first = ProbeContainer::start(
@@ -161,7 +172,11 @@ pub async fn run(
     let held = match board.wait(board::HELD, PATIENCE).await.as_deref() {
         Some("1") => true,
         Some(_) => false,
-        None => return Err(HarnessError::Workload("the first probe never said whether it holds".into())),
+        None => {
+            return Err(HarnessError::Workload(
+                "the first probe never said whether it holds".into(),
+            ))
+        }
     };
     let mut applied = Vec::new();
     let operated = clock.now();
@@ -191,7 +206,11 @@ pub async fn run(
     };
     step(&mut notes, what);
     let mut windows = vec![FaultWindow {
-        start: if matches!(prepared, Prepared::Downgrade) { degraded } else { operated },
+        start: if matches!(prepared, Prepared::Downgrade) {
+            degraded
+        } else {
+            operated
+        },
         end: clock.now(),
         label: label.into(),
     }];
@@ -215,7 +234,11 @@ pub async fn run(
         .map_err(|_| HarnessError::Workload(format!("the probes did not finish within {patience:?}")))??;
     let background = tokio::time::timeout(patience, clients.collect())
         .await
-        .map_err(|_| HarnessError::Workload(format!("the client containers did not finish within {patience:?}")))??;
+        .map_err(|_| {
+            HarnessError::Workload(format!(
+                "the client containers did not finish within {patience:?}"
+            ))
+        })??;
     let mut records = Vec::new();
     let mut stats = WorkloadStats::default();
     for out in background.into_iter().chain(probes) {
@@ -245,7 +268,8 @@ pub async fn run(
     }
     let observations = scan_lock_keys(&urls, &key_prefix, clock, &mut notes).await;
     let observations = judge_probe_keys(observations, &records, &key, &mut notes);
-    let witness_total = workload::witness_total(clients.witness_host_url(), opts.resources).await? + board.counter().await?;
+    let witness_total =
+        workload::witness_total(clients.witness_host_url(), opts.resources).await? + board.counter().await?;
     let mut report = verdict::assess(Evidence {
         backend: "compose",
         masters,

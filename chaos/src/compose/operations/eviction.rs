@@ -23,7 +23,9 @@ const FILLER: &str = "filler";
 pub(crate) async fn prepare(compose: &Compose) -> Result<String, HarnessError> {
     let _: () = command(compose, 0, &["CONFIG", "SET", "maxmemory", MAXMEMORY]).await?;
     let _: () = command(compose, 0, &["CONFIG", "SET", "maxmemory-policy", POLICY]).await?;
-    Ok(format!("m0 runs with maxmemory {MAXMEMORY} and maxmemory-policy {POLICY}"))
+    Ok(format!(
+        "m0 runs with maxmemory {MAXMEMORY} and maxmemory-policy {POLICY}"
+    ))
 }
 
 /// Runs the filler against master 0 until it no longer has `key` (at least past the limit, when

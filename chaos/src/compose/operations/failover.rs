@@ -41,7 +41,9 @@ impl Failover {
         compose
             .run(&["--profile", PROFILE, "up", "-d", "--no-deps", "--wait", REPLICA])
             .await?;
-        let listed = compose.run(&["--profile", PROFILE, "ps", "-a", "-q", REPLICA]).await?;
+        let listed = compose
+            .run(&["--profile", PROFILE, "ps", "-a", "-q", REPLICA])
+            .await?;
         let replica = listed
             .lines()
             .map(str::trim)
@@ -52,9 +54,10 @@ impl Failover {
                 status: "no container".into(),
                 stderr: format!("the {REPLICA} service has no container after `up`"),
             })?;
-        let network = compose.networks(0).await?.into_iter().next().ok_or_else(|| {
-            HarnessError::InvalidOptions("master 0's container is on no network".into())
-        })?;
+        let network =
+            compose.networks(0).await?.into_iter().next().ok_or_else(|| {
+                HarnessError::InvalidOptions("master 0's container is on no network".into())
+            })?;
         let failover = Failover { replica, network };
         let deadline = Instant::now() + SYNC_PATIENCE;
         loop {
@@ -100,7 +103,12 @@ impl Failover {
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         docker(compose)
-            .args(["network", "disconnect", self.network.as_str(), self.replica.as_str()])
+            .args([
+                "network",
+                "disconnect",
+                self.network.as_str(),
+                self.replica.as_str(),
+            ])
             .output()
             .await?;
         Ok(format!(
@@ -115,7 +123,12 @@ impl Failover {
     /// # Errors
     /// When docker fails, the promotion is refused, or the replica has the key after all (the
     /// counterexample could not be built).
-    pub(crate) async fn strike(&self, compose: &Compose, key: &str, held: bool) -> Result<String, HarnessError> {
+    pub(crate) async fn strike(
+        &self,
+        compose: &Compose,
+        key: &str,
+        held: bool,
+    ) -> Result<String, HarnessError> {
         let master = compose.container(0).await?;
         compose.kill(0).await?;
         let promoted = cli(compose, &self.replica, &["REPLICAOF", "NO", "ONE"]).await?;
@@ -165,7 +178,9 @@ impl Failover {
     /// # Errors
     /// When docker fails or it publishes no port.
     pub(crate) async fn url(&self, compose: &Compose) -> Result<String, HarnessError> {
-        let out = compose.run(&["--profile", PROFILE, "port", REPLICA, "6379"]).await?;
+        let out = compose
+            .run(&["--profile", PROFILE, "port", REPLICA, "6379"])
+            .await?;
         let port = parse_port(&out).ok_or_else(|| HarnessError::Command {
             command: format!("docker compose --profile {PROFILE} port {REPLICA} 6379"),
             status: "no published port".into(),

@@ -100,10 +100,9 @@ pub async fn run(opts: &ProbeOptions, clock: RunClock) -> Result<ProbeOutput, Ha
     if let Some(control) = opts.control {
         builder = control.configure(builder);
     }
-    let locks = builder
-        .build()
-        .await
-        .map_err(|e| HarnessError::Workload(format!("building the {} probe's client: {e}", opts.role.name())))?;
+    let locks = builder.build().await.map_err(|e| {
+        HarnessError::Workload(format!("building the {} probe's client: {e}", opts.role.name()))
+    })?;
     let board = Board::connect(&opts.witness).await?;
     let witness = connect(&opts.witness, Duration::from_secs(5))
         .await
@@ -156,7 +155,9 @@ impl Probe<'_> {
                 return;
             }
             if Instant::now() >= deadline {
-                self.note(format!("masters {pending:?} were still not checked after {PATIENCE:?}"));
+                self.note(format!(
+                    "masters {pending:?} were still not checked after {PATIENCE:?}"
+                ));
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -195,7 +196,12 @@ impl Probe<'_> {
         let read = self.read().await;
         self.board.set(board::HELD, "1").await?;
         let left = valid_until.saturating_duration_since(Instant::now());
-        if self.board.wait(board::TRIED, left.saturating_sub(self.margin())).await.is_none() {
+        if self
+            .board
+            .wait(board::TRIED, left.saturating_sub(self.margin()))
+            .await
+            .is_none()
+        {
             self.note("the second probe had not tried when the first one's validity ran out".into());
         }
         match read {
@@ -240,7 +246,13 @@ impl Probe<'_> {
     /// One attempt that keeps trying for `wait`, with the critical section at once if it holds.
     async fn attempt(&mut self, wait: Duration) -> bool {
         let mut record = LockRecord::invoked(self.opts.client, board::RESOURCE, self.clock.now());
-        let guard = match self.locks.lock(board::RESOURCE, self.opts.ttl).wait(wait).acquire().await {
+        let guard = match self
+            .locks
+            .lock(board::RESOURCE, self.opts.ttl)
+            .wait(wait)
+            .acquire()
+            .await
+        {
             Ok(guard) => guard,
             Err(e) => {
                 record.error = Some(e.to_string());
@@ -304,7 +316,9 @@ impl Probe<'_> {
             .iter()
             .map(|m| match (m.ignored, m.counts_again_in) {
                 (None, _) => format!("m{} counts", m.node),
-                (Some(why), Some(left)) => format!("m{} ignored ({why:?}, {} ms left)", m.node, left.as_millis()),
+                (Some(why), Some(left)) => {
+                    format!("m{} ignored ({why:?}, {} ms left)", m.node, left.as_millis())
+                }
                 (Some(why), None) => format!("m{} ignored ({why:?})", m.node),
             })
             .collect();

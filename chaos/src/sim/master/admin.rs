@@ -222,7 +222,7 @@ pub(crate) fn config(server: &mut Server, args: &[&[u8]]) -> CmdResult {
 
 /// `CONFIG SET`: every pair is checked before any is applied, as Redis 7.0 does.
 fn config_set(server: &mut Server, args: &[&[u8]]) -> CmdResult {
-    if args.len() < 4 || args.len() % 2 != 0 {
+    if args.len() < 4 || !args.len().is_multiple_of(2) {
         return Err(subcommand_arity("config", args[1]));
     }
     let mut fsync = None;
@@ -241,7 +241,9 @@ fn config_set(server: &mut Server, args: &[&[u8]]) -> CmdResult {
                 ["always", "everysec", "no"]
                     .into_iter()
                     .find(|v| is(value, v))
-                    .ok_or_else(|| failed("argument(s) must be one of the following: always, everysec, no"))?,
+                    .ok_or_else(|| {
+                        failed("argument(s) must be one of the following: always, everysec, no")
+                    })?,
             );
         } else if is(name, "maxmemory") {
             limit = Some(parse_memory(value).ok_or_else(|| failed("argument must be a memory value"))?);

@@ -16,7 +16,7 @@
 //! - [`reply`]: [`Reply`] (the value and the messages published) and the shared error texts.
 //! - [`error`]: [`MasterError`], a master that could not be built or restarted.
 //! - `server`: the state commands and scripts share; `keyspace`, `zset`: the data; `memory`: the
-//!   memory limit, eviction and `OOM`.
+//!   memory limit, eviction and `OOM`; `samples`: the seeded generator of eviction samples.
 //! - `commands`: the command table (names, arity, `COMMAND INFO`); `exec`: the dispatcher.
 //! - `strings`, `hashes`, `zsets`, `admin`: the commands, by family.
 //! - `lua`: the script engine (sandbox, `redis.call`, conversions, cache by SHA1).
@@ -34,6 +34,7 @@ mod lua;
 mod memory;
 mod numfmt;
 pub mod reply;
+mod samples;
 mod server;
 mod sim_master;
 mod strings;

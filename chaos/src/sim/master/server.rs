@@ -6,7 +6,7 @@
 
 use super::config::{EvictionPolicy, MasterConfig};
 use super::keyspace::Keyspace;
-use super::memory::Samples;
+use super::samples::Samples;
 
 /// Counts the subscribers of a channel when something is published on it.
 pub type SubscriberCount = Box<dyn FnMut(&[u8]) -> i64>;

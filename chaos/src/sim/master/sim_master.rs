@@ -202,7 +202,14 @@ impl SimMaster {
     /// is gone). The data survives only with `keep_data` (a restart of an `appendfsync always`
     /// master keeps it; a crash without persistence, or a wipe, loses it).
     pub fn restart(&mut self, keep_data: bool, now: u64) -> Result<(), MasterError> {
-        self.restart_with(if keep_data { Survives::Kept } else { Survives::Wiped }, now)
+        self.restart_with(
+            if keep_data {
+                Survives::Kept
+            } else {
+                Survives::Wiped
+            },
+            now,
+        )
     }
 
     /// Restarts the master at `now` as [`SimMaster::restart`] does, with the data `snapshot` held

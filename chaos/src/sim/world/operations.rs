@@ -251,7 +251,11 @@ impl World {
             } => {
                 self.log.borrow_mut().count(BUSY, cmds.len() as u64);
                 let key = (env.client, env.master, env.conn);
-                let values: Vec<Value> = (0..cmds.len()).map(|_| reply::busy()).skip(skip).take(count).collect();
+                let values: Vec<Value> = (0..cmds.len())
+                    .map(|_| reply::busy())
+                    .skip(skip)
+                    .take(count)
+                    .collect();
                 self.answer(key, super::Delivery::Replies(reply, Ok(values)), now);
                 None
             }
