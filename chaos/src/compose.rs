@@ -5,11 +5,14 @@
 //! but Docker is, and so that chaos runs can kill real containers.
 //!
 //! Bringing a project up and always taking it down again is [`project`]'s concern; running the
-//! `docker` program is `docker`'s; finding what a killed run left behind is [`sweep`]'s.
+//! `docker` program is `docker`'s; finding what a killed run left behind is [`sweep`]'s; the
+//! operations (a failover, a runtime downgrade, eviction) and their controls are
+//! [`operations`]'.
 
 pub mod clients;
 mod docker;
 pub mod drive;
+pub mod operations;
 pub mod project;
 pub mod sweep;
 pub mod wire;

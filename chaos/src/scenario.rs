@@ -5,6 +5,12 @@
 //! Each scenario says whether it stays inside RedLock's model (then mutual exclusion and
 //! the lost-update witness must hold) or deliberately leaves it (then violations are
 //! expected to be possible and are reported, not failed on).
+//!
+//! Besides the timed fault schedules ([`SCENARIOS`]) there are the operations an operator runs
+//! on real deployments ([`OPERATIONS`]: a failover to a promoted replica, a runtime downgrade
+//! of persistence before a crash, eviction under a small `maxmemory`). They are not a schedule
+//! of fault actions but a sequence of steps on containers, so only the compose backend's
+//! operations driver (`compose::operations`) runs them; their [`Scenario::schedule`] is empty.
 
 use std::time::Duration;
 
@@ -46,6 +52,15 @@ pub enum ScenarioKind {
     ClockJump,
     /// Stall a client inside its hold past its validity (out of model).
     ClientPause,
+    /// A master with a lagging replica fails over: the master is killed, the replica promoted
+    /// (`REPLICAOF NO ONE`) and the master's name moved to it (compose only).
+    Failover,
+    /// A durable master's persistence is lowered at runtime (`CONFIG SET`), then it is killed
+    /// with SIGKILL and restarted, without the writes made since (compose only).
+    RuntimeDowngrade,
+    /// A master with a small `maxmemory` and an evicting policy is filled until it evicts a
+    /// held lock's key (compose only).
+    Eviction,
 }
 
 /// A named scenario.
@@ -155,17 +170,42 @@ pub const SCENARIOS: [Scenario; 15] = [
     },
 ];
 
+/// The operations (compose only, see the module docs), in the order `list` shows them. Each is
+/// in model: with quorlock's defaults it must show no violation, and its negative control (the
+/// one client rule that covers it, switched off) must.
+pub const OPERATIONS: [Scenario; 3] = [
+    Scenario {
+        kind: ScenarioKind::Failover,
+        name: "failover",
+        in_model: true,
+        summary: "kill a master, promote its lagging replica and move the master's name to it (compose)",
+    },
+    Scenario {
+        kind: ScenarioKind::RuntimeDowngrade,
+        name: "runtime-downgrade",
+        in_model: true,
+        summary:
+            "lower a durable master's persistence with CONFIG SET, then SIGKILL and restart it (compose)",
+    },
+    Scenario {
+        kind: ScenarioKind::Eviction,
+        name: "eviction",
+        in_model: true,
+        summary: "fill a master with a small maxmemory and volatile-ttl until it evicts a held key (compose)",
+    },
+];
+
 /// Client groups of `split-majorities`: group `g` is cut off from master `g % masters`.
 pub const SPLIT_GROUPS: usize = 5;
 
-/// Looks a scenario up by name.
+/// Looks a scenario up by name, among the fault schedules and the operations.
 pub fn find(name: &str) -> Result<&'static Scenario, HarnessError> {
-    SCENARIOS
-        .iter()
+    let every = || SCENARIOS.iter().chain(&OPERATIONS);
+    every()
         .find(|s| s.name == name)
         .ok_or_else(|| HarnessError::UnknownScenario {
             name: name.to_string(),
-            known: SCENARIOS.iter().map(|s| s.name).collect::<Vec<_>>().join(", "),
+            known: every().map(|s| s.name).collect::<Vec<_>>().join(", "),
         })
 }
 
@@ -194,6 +234,15 @@ impl Scenario {
         }
     }
 
+    /// `true` for the operations ([`OPERATIONS`]), which only the compose backend's operations
+    /// driver runs.
+    pub fn is_operation(&self) -> bool {
+        matches!(
+            self.kind,
+            ScenarioKind::Failover | ScenarioKind::RuntimeDowngrade | ScenarioKind::Eviction
+        )
+    }
+
     /// `true` if clients must connect through proxies.
     pub fn needs_proxies(&self) -> bool {
         matches!(
@@ -218,7 +267,11 @@ impl Scenario {
         let mut out: Vec<ScheduledFault> = Vec::new();
         let mut push = |at: Duration, action: FaultAction| out.push(ScheduledFault { at, action });
         match self.kind {
-            ScenarioKind::None => {}
+            // The operations are steps, not a schedule: `compose::operations` applies them.
+            ScenarioKind::None
+            | ScenarioKind::Failover
+            | ScenarioKind::RuntimeDowngrade
+            | ScenarioKind::Eviction => {}
             ScenarioKind::KillMinority => {
                 let set = rng.pick(n, minority);
                 let kill = frac(0.2) + rng.jitter(frac(0.05));
@@ -466,6 +519,24 @@ mod tests {
         let err = find("kill-everything").unwrap_err().to_string();
         assert!(
             err.contains("kill-everything") && err.contains("kill-minority"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn operations_are_findable_apart_from_the_schedules_and_schedule_nothing() {
+        for s in &OPERATIONS {
+            assert_eq!(find(s.name).unwrap(), s);
+            assert!(s.is_operation() && s.in_model, "{}", s.name);
+            assert!(!s.needs_proxies());
+            assert_eq!(s.groups(), 1);
+            assert!(s.schedule(&params(7)).is_empty(), "{}", s.name);
+            assert!(!SCENARIOS.iter().any(|t| t.name == s.name), "{}", s.name);
+        }
+        assert!(SCENARIOS.iter().all(|s| !s.is_operation()));
+        let err = find("failover-twice").unwrap_err().to_string();
+        assert!(
+            err.contains("runtime-downgrade") && err.contains("partition"),
             "{err}"
         );
     }

@@ -20,6 +20,7 @@ fn caught(control: Control) -> u64 {
             seed,
             simulated: Duration::from_secs(20),
             control: Some(control),
+            classic: false,
         })
         .expect("a run");
         if outcome.caught(control) {
@@ -62,6 +63,11 @@ fn clock_jumps_beyond_the_drift_allowance_are_caught() {
 #[test]
 fn clients_clocks_that_stand_still_while_they_run_are_caught() {
     caught(Control::ClientClockStall);
+}
+
+#[test]
+fn vm_rollbacks_with_the_same_run_id_are_caught() {
+    caught(Control::VmRollback);
 }
 
 #[test]

@@ -37,6 +37,8 @@ pub struct ContainerClients {
     compose: Compose,
     /// The containers, by group.
     containers: Vec<String>,
+    /// The witness's network, which no fault touches.
+    witness_network: String,
     /// The master networks, by master.
     master_networks: Vec<String>,
     /// (group, master) pairs currently cut.
@@ -105,53 +107,41 @@ impl ContainerClients {
             .await?;
         let witness_host_url = format!("redis://127.0.0.1:{port}");
         wait_for_ping(&witness_host_url, 0, Duration::from_secs(30)).await?;
-        let binary: PathBuf = binary
-            .canonicalize()
-            .map_err(|e| HarnessError::io(format!("finding {}", binary.display()), e))?;
-        let mount = format!("{}:{BINARY_IN_CONTAINER}:ro", binary.display());
+        let mount = binary_mount(binary)?;
         let start_dir = std::env::temp_dir().join(format!("{prefix}-start"));
         std::fs::create_dir_all(&start_dir)
             .map_err(|e| HarnessError::io(format!("creating {}", start_dir.display()), e))?;
         let start_mount = format!("{}:{START_DIR_IN_CONTAINER}:ro", start_dir.display());
         let start_file = format!("--start-file={START_DIR_IN_CONTAINER}/{START_FILE}");
+        let mut networks = vec![witness_net.clone()];
+        networks.extend(master_networks.iter().cloned());
         let mut containers = Vec::with_capacity(groups);
         for g in 0..groups {
             let name = format!("{prefix}-clients-g{g}");
-            docker(compose)
-                .args([
-                    "create",
-                    "--label",
-                    &label,
-                    "--name",
-                    &name,
-                    "--network",
-                    &witness_net,
-                ])
-                .args([
-                    "-v",
-                    &mount,
-                    "-v",
-                    &start_mount,
-                    IMAGE,
-                    BINARY_IN_CONTAINER,
-                    "client",
-                ])
-                .args(&slice.common)
-                .arg(&start_file)
-                .args(["--group", &g.to_string(), "--groups", &groups.to_string()])
-                .output()
-                .await?;
-            for net in &master_networks {
-                docker(compose)
-                    .args(["network", "connect", net.as_str(), name.as_str()])
-                    .output()
-                    .await?;
-            }
+            let mut command = vec!["client".to_string()];
+            command.extend(slice.common.iter().cloned());
+            command.push(start_file.clone());
+            command.extend([
+                "--group".into(),
+                g.to_string(),
+                "--groups".into(),
+                groups.to_string(),
+            ]);
+            create_container(
+                compose,
+                &label,
+                &name,
+                &[mount.clone(), start_mount.clone()],
+                &networks,
+                &command,
+            )
+            .await?;
             containers.push(name);
         }
         Ok(ContainerClients {
             compose: compose.clone(),
             containers,
+            witness_network: witness_net,
             master_networks,
             cut: BTreeSet::new(),
             witness_host_url,
@@ -162,6 +152,16 @@ impl ContainerClients {
     /// The witness's URL from the host.
     pub fn witness_host_url(&self) -> &str {
         &self.witness_host_url
+    }
+
+    /// The witness's network (other containers of the run join it to reach `witness:6379`).
+    pub fn witness_network(&self) -> &str {
+        &self.witness_network
+    }
+
+    /// Each master's network, in master order.
+    pub fn master_networks(&self) -> &[String] {
+        &self.master_networks
     }
 }
 
@@ -234,22 +234,7 @@ impl ContainerClients {
     pub async fn collect(&self) -> Result<Vec<ClientOutput>, HarnessError> {
         let mut outputs = Vec::with_capacity(self.containers.len());
         for name in &self.containers {
-            let code = docker(&self.compose)
-                .args(["wait", name.as_str()])
-                .output()
-                .await?;
-            let stdout = docker(&self.compose)
-                .args(["logs", "--since", "0", name.as_str()])
-                .output_split()
-                .await?;
-            if code.trim() != "0" {
-                return Err(HarnessError::Command {
-                    command: format!("quorlock-chaos client in container {name}"),
-                    status: format!("exit {}", code.trim()),
-                    stderr: stdout.1.trim().to_string(),
-                });
-            }
-            outputs.push(wire::parse(name, &stdout.0)?);
+            outputs.push(collect_container(&self.compose, name).await?);
         }
         Ok(outputs)
     }
@@ -265,6 +250,72 @@ impl ContainerClients {
     }
 }
 
-fn docker(compose: &Compose) -> DockerCommand<'_> {
+/// The `-v` argument that mounts `binary` (this program) read-only where containers run it.
+///
+/// # Errors
+/// When `binary` cannot be found.
+pub(crate) fn binary_mount(binary: &Path) -> Result<String, HarnessError> {
+    let binary: PathBuf = binary
+        .canonicalize()
+        .map_err(|e| HarnessError::io(format!("finding {}", binary.display()), e))?;
+    Ok(format!("{}:{BINARY_IN_CONTAINER}:ro", binary.display()))
+}
+
+/// Creates (without starting) container `name` of the run labelled `label`, from [`IMAGE`] with
+/// `mounts`, on every network of `networks` (the first at creation, the others connected after),
+/// running this program with `command`.
+///
+/// # Errors
+/// When docker refuses.
+pub(crate) async fn create_container(
+    compose: &Compose,
+    label: &str,
+    name: &str,
+    mounts: &[String],
+    networks: &[String],
+    command: &[String],
+) -> Result<(), HarnessError> {
+    let (first, others) = networks
+        .split_first()
+        .ok_or_else(|| HarnessError::InvalidOptions(format!("container {name} needs a network")))?;
+    let mut create = docker(compose).args(["create", "--label", label, "--name", name, "--network", first]);
+    for mount in mounts {
+        create = create.args(["-v", mount.as_str()]);
+    }
+    create
+        .args([IMAGE, BINARY_IN_CONTAINER])
+        .args(command)
+        .output()
+        .await?;
+    for net in others {
+        docker(compose)
+            .args(["network", "connect", net.as_str(), name])
+            .output()
+            .await?;
+    }
+    Ok(())
+}
+
+/// Waits for container `name` to exit and reads what it reported.
+///
+/// # Errors
+/// When it exits with an error or its output does not parse; the error carries its stderr.
+pub(crate) async fn collect_container(compose: &Compose, name: &str) -> Result<ClientOutput, HarnessError> {
+    let code = docker(compose).args(["wait", name]).output().await?;
+    let (stdout, stderr) = docker(compose)
+        .args(["logs", "--since", "0", name])
+        .output_split()
+        .await?;
+    if code.trim() != "0" {
+        return Err(HarnessError::Command {
+            command: format!("quorlock-chaos in container {name}"),
+            status: format!("exit {}", code.trim()),
+            stderr: stderr.trim().to_string(),
+        });
+    }
+    wire::parse(name, &stdout)
+}
+
+pub(crate) fn docker(compose: &Compose) -> DockerCommand<'_> {
     compose.docker(std::iter::empty::<&str>())
 }

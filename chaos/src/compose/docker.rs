@@ -31,11 +31,6 @@ impl<'a> DockerCommand<'a> {
         }
     }
 
-    pub(crate) fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
-        self.args.push(arg.as_ref().to_owned());
-        self
-    }
-
     pub(crate) fn args<I, S>(mut self, args: I) -> Self
     where
         I: IntoIterator<Item = S>,

@@ -27,10 +27,10 @@ use crate::verdict::{self, Evidence};
 use crate::workload::{self, ClientMode, WorkloadOptions, WorkloadStats};
 
 /// The time a client container gets, beyond the run, to finish and report.
-const REPORT_GRACE: Duration = Duration::from_secs(60);
+pub(crate) const REPORT_GRACE: Duration = Duration::from_secs(60);
 /// How far ahead of the containers' start the run's start is set: time for the clients to
 /// read it and connect.
-const START_LEAD: Duration = Duration::from_millis(1500);
+pub(crate) const START_LEAD: Duration = Duration::from_millis(1500);
 
 /// Runs `opts.scenario` against `project`'s masters with the clients in containers running
 /// `binary` (this program, `quorlock-chaos`).
@@ -44,6 +44,12 @@ pub async fn run(
     binary: &Path,
 ) -> Result<RunReport, HarnessError> {
     opts.validate()?;
+    if opts.scenario.is_operation() {
+        return Err(HarnessError::InvalidOptions(format!(
+            "{} is an operation, which compose::operations runs, not a fault schedule",
+            opts.scenario.name
+        )));
+    }
     if opts.kind != Kind::Lock {
         return Err(HarnessError::InvalidOptions(format!(
             "clients in containers run plain locks only, not the {} kind; run it without clients in containers",
@@ -82,24 +88,7 @@ pub async fn run(
             scenario.name, opts.clients
         )));
     }
-    let mut common = vec![
-        format!("--clients={}", opts.clients),
-        format!("--resources={}", opts.resources),
-        format!("--ttl={}ms", opts.ttl.as_millis()),
-        format!("--seed={}", opts.seed),
-        format!("--duration={}ms", opts.duration.as_millis()),
-        "--witness=redis://witness:6379".to_string(),
-    ];
-    match opts.mode {
-        ClientMode::Safe => {}
-        mode => common.push(format!("--unsafe={}", mode.name())),
-    }
-    // The nodes are known only once the containers know the services' names.
-    let node_urls: Vec<String> = {
-        let o = compose.options();
-        o.services.iter().map(|s| o.credentials.url(s, 6379)).collect()
-    };
-    common.push(format!("--nodes={}", node_urls.join(",")));
+    let common = client_args(&opts, &compose);
     let mut clients =
         ContainerClients::create(&compose, project.run_id(), binary, &SliceArgs { common }, groups).await?;
     workload::reset_witness(clients.witness_host_url(), opts.resources).await?;
@@ -169,7 +158,37 @@ pub async fn run(
     }))
 }
 
-fn add(a: WorkloadStats, b: WorkloadStats) -> WorkloadStats {
+/// The arguments every client container's `quorlock-chaos client` gets besides its group: the
+/// workload's shape, the witness, the clients' mode and the masters by their service names (which
+/// the containers resolve on the masters' networks).
+pub(crate) fn client_args(opts: &RunOptions, compose: &Compose) -> Vec<String> {
+    let mut common = vec![
+        format!("--clients={}", opts.clients),
+        format!("--resources={}", opts.resources),
+        format!("--ttl={}ms", opts.ttl.as_millis()),
+        format!("--seed={}", opts.seed),
+        format!("--duration={}ms", opts.duration.as_millis()),
+        format!("--witness={}", WITNESS_IN_CONTAINERS),
+    ];
+    match opts.mode {
+        ClientMode::Safe => {}
+        mode => common.push(format!("--unsafe={}", mode.name())),
+    }
+    common.push(format!("--nodes={}", node_urls(compose).join(",")));
+    common
+}
+
+/// The witness as containers of the run reach it.
+pub(crate) const WITNESS_IN_CONTAINERS: &str = "redis://witness:6379";
+
+/// Every master's URL as containers reach it: by its service name, on its network.
+pub(crate) fn node_urls(compose: &Compose) -> Vec<String> {
+    let o = compose.options();
+    o.services.iter().map(|s| o.credentials.url(s, 6379)).collect()
+}
+
+/// The totals of two sets of clients.
+pub(crate) fn add(a: WorkloadStats, b: WorkloadStats) -> WorkloadStats {
     WorkloadStats {
         increments: a.increments + b.increments,
         late_writes: a.late_writes + b.late_writes,

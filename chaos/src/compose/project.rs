@@ -225,7 +225,7 @@ fn compose(options: &ComposeOptions) -> DockerCommand<'_> {
 }
 
 /// The port of `docker compose port`'s `HOST:PORT` (or `[::]:PORT`) line.
-fn parse_port(out: &str) -> Option<u16> {
+pub(crate) fn parse_port(out: &str) -> Option<u16> {
     let line = out.lines().map(str::trim).find(|l| !l.is_empty())?;
     line.rsplit_once(':')?.1.parse().ok().filter(|p| *p != 0)
 }

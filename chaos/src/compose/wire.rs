@@ -1,6 +1,6 @@
 //! What a client container tells the harness: one JSON object per line on its stdout, a
-//! `record` per lock operation (a [`LockRecord`] in its serde form) and one `stats` line at the
-//! end. Times are microseconds from the run's start, which the harness passes to every container
+//! `record` per lock operation (a [`LockRecord`] in its serde form), a `note` per remark for the
+//! report (what an operation's probe saw of the masters) and one `stats` line at the end. Times are microseconds from the run's start, which the harness passes to every container
 //! as a wall-clock instant: containers share the host's kernel clock, so their offsets land on
 //! the harness's timeline.
 
@@ -16,6 +16,8 @@ use crate::workload::WorkloadStats;
 pub enum ClientLine {
     /// One lock operation, its client numbered within the whole run.
     Record(LockRecord),
+    /// A remark for the run's report.
+    Note(String),
     /// The container's workload totals, last.
     Stats(WireStats),
 }
@@ -70,6 +72,8 @@ pub struct ClientOutput {
     pub records: Vec<LockRecord>,
     /// Its totals.
     pub stats: WorkloadStats,
+    /// Its remarks.
+    pub notes: Vec<String>,
 }
 
 /// Parses a container's stdout; a line that is not a [`ClientLine`], or a missing `stats`
@@ -86,6 +90,7 @@ pub fn parse(container: &str, stdout: &str) -> Result<ClientOutput, HarnessError
         })?;
         match parsed {
             ClientLine::Record(r) => out.records.push(r),
+            ClientLine::Note(n) => out.notes.push(n),
             ClientLine::Stats(s) => {
                 out.stats = s.into();
                 finished = true;
@@ -124,8 +129,11 @@ mod tests {
                 r#""fencing":null,"error":null}}"#
             )
         );
+        let note = serde_json::to_string(&ClientLine::Note("m0 counts".into())).unwrap();
+        assert_eq!(note, r#"{"note":"m0 counts"}"#);
         let lines = [
             record,
+            note,
             serde_json::to_string(&ClientLine::Stats(WireStats {
                 increments: 3,
                 ..WireStats::default()
@@ -135,6 +143,7 @@ mod tests {
         .join("\n");
         let out = parse("c", &lines).unwrap();
         assert_eq!(out.records, vec![r]);
+        assert_eq!(out.notes, vec!["m0 counts".to_string()]);
         assert_eq!(out.stats.increments, 3);
     }
 

@@ -134,43 +134,104 @@ fn records_of<'a>(records: impl Iterator<Item = &'a SimRecord>) -> Vec<LockRecor
 
 /// Overlapping safe intervals of different owners (a reentrant owner is its client), for every
 /// kind that excludes: all but the semaphore's permits and the read holds (checked by
-/// [`semaphore`] and [`readers_and_writers`]), so two writers of a read-write lock are here.
+/// [`semaphore`] and [`readers_and_writers`]), so two writers of a read-write lock are here. What
+/// the docs promise excludes what, on one resource name ([`CallKind::exclusion`]): the plain lock,
+/// the fenced lock, a multi-resource lock holding the name, a write and a fenced write all take
+/// the plain lock's key and exclude each other; a reentrant or fair lock uses keys of its own, so
+/// it excludes only its own kind there (a reentrant and a plain hold on one name may overlap).
 pub fn exclusion(records: &[SimRecord]) -> Vec<Finding> {
-    let exclusive = records
-        .iter()
-        .filter(|r| !matches!(r.kind, CallKind::Semaphore | CallKind::Read));
-    checker::overlaps(&records_of(exclusive))
+    let mut holds = Vec::new();
+    for r in records {
+        let Some(keys) = r.kind.exclusion() else {
+            continue;
+        };
+        holds.extend(r.holds().map(|mut hold| {
+            if !keys.is_empty() {
+                hold.resource = format!("{} ({keys} keys)", hold.resource);
+            }
+            hold
+        }));
+    }
+    checker::overlaps(&holds)
         .into_iter()
         .filter(|o| o.first.client != o.second.client)
         .map(|o| held_twice(Check::Exclusion, &o))
         .collect()
 }
 
-/// More holders of a semaphore at once than its [`SEMAPHORE_PERMITS`] permits, and two holders of
-/// one slot at once (a slot is a plain lock of its own).
+/// More holders of a semaphore at once than its permits, two holders of one slot at once (a slot
+/// is a plain lock of its own), and holders that asked for different permits on one semaphore at
+/// once (the library refuses a count other than the one in use: `PermitsMismatch`). Each hold is
+/// judged by the permits its call asked for ([`SEMAPHORE_PERMITS`] in the classic runs).
 pub fn semaphore(records: &[SimRecord]) -> Vec<Finding> {
     let permits = records.iter().filter(|r| r.kind == CallKind::Semaphore);
-    let holds = records_of(permits.clone());
-    let mut found: Vec<Finding> = checker::too_many_holders(&holds, SEMAPHORE_PERMITS as usize)
-        .into_iter()
-        .map(|e| {
-            let holders: Vec<String> = e
-                .holders
-                .iter()
-                .map(|h| format!("c{} from {:?}", h.client, h.acquired.unwrap_or_default()))
-                .collect();
-            Finding::new(
-                Check::Semaphore,
-                format_args!(
-                    "{} had {} holders at {:?} ({}), above its {SEMAPHORE_PERMITS} permits",
-                    e.resource,
-                    e.holders.len(),
-                    e.at,
-                    holders.join(", ")
-                ),
-            )
-        })
+    let counts: std::collections::BTreeSet<u32> = permits
+        .clone()
+        .map(|r| r.permits.unwrap_or(SEMAPHORE_PERMITS))
         .collect();
+    let mut found = Vec::new();
+    for &count in &counts {
+        let holds = records_of(
+            permits
+                .clone()
+                .filter(|r| r.permits.unwrap_or(SEMAPHORE_PERMITS) == count),
+        );
+        found.extend(
+            checker::too_many_holders(&holds, count as usize)
+                .into_iter()
+                .map(|e| {
+                    let holders: Vec<String> = e
+                        .holders
+                        .iter()
+                        .map(|h| format!("c{} from {:?}", h.client, h.acquired.unwrap_or_default()))
+                        .collect();
+                    Finding::new(
+                        Check::Semaphore,
+                        format_args!(
+                            "{} had {} holders at {:?} ({}), above its {count} permits",
+                            e.resource,
+                            e.holders.len(),
+                            e.at,
+                            holders.join(", ")
+                        ),
+                    )
+                }),
+        );
+    }
+    if counts.len() > 1 {
+        // The token field, empty in a hold, carries the permits asked for through the sweep.
+        let asked: Vec<LockRecord> = permits
+            .clone()
+            .flat_map(|r| {
+                let count = r.permits.unwrap_or(SEMAPHORE_PERMITS).to_string();
+                r.holds().map(move |mut hold| {
+                    hold.token.clone_from(&count);
+                    hold
+                })
+            })
+            .collect();
+        found.extend(
+            checker::overlaps(&asked)
+                .into_iter()
+                .filter(|o| o.first.token != o.second.token)
+                .map(|o| {
+                    Finding::new(
+                        Check::Semaphore,
+                        format_args!(
+                            "{} held with {} permits by c{} from {:?} and with {} by c{} from {:?}, {:?} of overlap",
+                            o.resource,
+                            o.first.token,
+                            o.first.client,
+                            o.first.acquired.unwrap_or_default(),
+                            o.second.token,
+                            o.second.client,
+                            o.second.acquired.unwrap_or_default(),
+                            o.overlap
+                        ),
+                    )
+                }),
+        );
+    }
     // A slot is a plain lock of its own, named after the slot the guard said it held.
     let slots: Vec<LockRecord> = permits
         .flat_map(|r| {
@@ -211,11 +272,13 @@ fn overlap_finding(check: Check, o: &checker::Overlap, (first, second): (&str, &
     )
 }
 
-/// A read hold of a read-write lock whose safe interval overlaps a write hold's on the same
-/// resource (two write holds are [`exclusion`]'s).
+/// A read hold of a read-write lock whose safe interval overlaps a write hold's (fenced or not)
+/// on the same resource (two write holds are [`exclusion`]'s). A plain, fenced or multi-resource
+/// lock beside readers is no finding: the docs promise that a read is refused while one holds,
+/// not that it waits for readers, so the two can overlap.
 pub fn readers_and_writers(records: &[SimRecord]) -> Vec<Finding> {
     let readers = records_of(records.iter().filter(|r| r.kind == CallKind::Read));
-    let writers = records_of(records.iter().filter(|r| r.kind == CallKind::Write));
+    let writers = records_of(records.iter().filter(|r| r.kind.writes()));
     checker::reader_writer_overlaps(&readers, &writers)
         .into_iter()
         .map(|o| overlap_finding(Check::ReadWrite, &o, ("written by", "while read by")))

@@ -27,6 +27,12 @@ pub struct Behaviour {
     pub pause_unfenced: bool,
     /// The kinds used.
     pub kinds: &'static [CallKind],
+    /// Every kind on the same resource names (`shared:N`), each promise of exclusion checked.
+    pub shared: bool,
+    /// The permits of its semaphores.
+    pub permits: u32,
+    /// The TTL of its first call, in ms, if it must be this one.
+    pub first_ttl_ms: Option<u64>,
 }
 
 /// What one client needs.

@@ -28,11 +28,16 @@ pub enum Control {
     /// (a suspended VM, a broken clock source): a holder believes its lock valid after the
     /// masters expired it.
     ClientClockStall,
+    /// Masters are restored from snapshots of themselves 0.5 to 2 s old with the same `run_id` (a
+    /// VM rolled back), often: nothing the client can read tells such a master from the one
+    /// that granted the locks it forgot, as the docs say. Out of model; what happens is recorded
+    /// in the run's notes, and the exclusion check must see it.
+    VmRollback,
 }
 
 impl Control {
     /// Every control, in a fixed order.
-    pub const ALL: [Control; 7] = [
+    pub const ALL: [Control; 8] = [
         Control::QuorumOfOne,
         Control::IgnoreValidity,
         Control::WipeWithoutGrace,
@@ -40,6 +45,7 @@ impl Control {
         Control::PauseUnfenced,
         Control::FairSkipsQueue,
         Control::ClientClockStall,
+        Control::VmRollback,
     ];
 
     /// The check that must catch it. A control counts as caught only when this check fires:
@@ -52,7 +58,8 @@ impl Control {
             | Control::IgnoreValidity
             | Control::WipeWithoutGrace
             | Control::ClockJump
-            | Control::ClientClockStall => Check::Exclusion,
+            | Control::ClientClockStall
+            | Control::VmRollback => Check::Exclusion,
             // The safe intervals are fine; only the store sees the paused holder's late write.
             Control::PauseUnfenced => Check::LostUpdates,
             Control::FairSkipsQueue => Check::FairOrder,
@@ -69,6 +76,7 @@ impl Control {
             Control::PauseUnfenced => "pause-unfenced",
             Control::FairSkipsQueue => "fair-skips-queue",
             Control::ClientClockStall => "client-clock-stall",
+            Control::VmRollback => "vm-rollback",
         }
     }
 }
@@ -81,7 +89,7 @@ impl fmt::Display for Control {
 
 /// A control name that is not one of [`Control::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown control {0:?}; the controls are: quorum-of-one, ignore-validity, wipe-without-grace, clock-jump, pause-unfenced, fair-skips-queue, client-clock-stall")]
+#[error("unknown control {0:?}; the controls are: quorum-of-one, ignore-validity, wipe-without-grace, clock-jump, pause-unfenced, fair-skips-queue, client-clock-stall, vm-rollback")]
 pub struct UnknownControl(pub String);
 
 impl FromStr for Control {

@@ -40,8 +40,8 @@ pub(crate) async fn hold(
     // The out-of-model behaviours of the controls and the fenced holder's pause keep to one write.
     let plain_behaviour = !ctx.behaviour.ignore_validity && !ctx.behaviour.pause_unfenced;
     let mode = match ctx.rng.random_range(0..5u8) {
-        0 if plain_behaviour && record.kind != CallKind::Fenced => Mode::KeptAlive,
-        1 if plain_behaviour && record.kind != CallKind::Fenced => Mode::Extended,
+        0 if plain_behaviour && !record.kind.fenced() => Mode::KeptAlive,
+        1 if plain_behaviour && !record.kind.fenced() => Mode::Extended,
         _ => Mode::Once,
     };
     let resources: Vec<String> = record.resources().map(str::to_owned).collect();
@@ -100,11 +100,21 @@ pub(crate) async fn hold(
     }
 }
 
-/// The witness counter `resource`'s holder writes: one per semaphore slot, none for a reader.
+/// The witness counter `resource`'s holder writes: one per semaphore slot, none for a reader. The
+/// kinds that do not exclude each other on one name (see [`CallKind::exclusion`]) write counters
+/// of their own, and the fenced ones, which write through a `FencedStore`, one of theirs: a
+/// fenced holder paused past its validity is refused only by a store every writer fences, so
+/// fenced and unfenced writers of one resource keep apart counters (the classic names, where
+/// each kind has names of its own, are unchanged).
 fn witness(record: &SimRecord, resource: &str) -> Option<String> {
     match record.kind {
         CallKind::Read => None,
         CallKind::Semaphore => Some(format!("w:{resource}:p{}", record.permit.unwrap_or(u32::MAX))),
+        CallKind::Fenced if !resource.starts_with("shared:") => Some(format!("w:{resource}")),
+        CallKind::Fenced | CallKind::FencedWrite => Some(format!("wf:{resource}")),
+        CallKind::Reentrant | CallKind::Fair if resource.starts_with("shared:") => {
+            Some(format!("w:{resource}:{}", record.kind.name()))
+        }
         _ => Some(format!("w:{resource}")),
     }
 }

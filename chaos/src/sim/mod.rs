@@ -12,7 +12,12 @@
 //! - [`client`]: quorlock's `Master` seam and a store connection over the simulated network.
 //! - [`env`](mod@env): each client's seeded randomness and clocks (quorlock's `Environment`); [`clock`]:
 //!   each client's monotonic clock, at its own rate, stopped while the client is paused.
-//! - [`fault`]: the faults and their seeded plan; [`controls`]: the negative controls.
+//! - [`fault`]: the faults and their seeded plan; [`operations`]: the plan of the operations
+//!   (promotions, replacements, `CONFIG SET`, fillers, long scripts, late delivery);
+//!   [`durability`]: what a crash keeps; [`controls`]: the negative controls.
+//! - [`profile`]: what a seed's masters and clients are set up with (persistence, memory limits,
+//!   replicas, each client's grace, refresh, TTLs and permits, a client started mid-run, shared
+//!   names).
 //! - [`workload`]: what the clients do; `hold`: what a holder does inside its hold (witness
 //!   writes, keep-alive, extend); [`context`]: what both run with ([`context::ClientCtx`]).
 //! - [`record`]: what a call leaves behind ([`record::SimRecord`], around the chaos
@@ -26,11 +31,14 @@ pub mod client;
 pub mod clock;
 pub mod context;
 pub mod controls;
+pub mod durability;
 pub mod env;
 pub mod error;
 pub mod fault;
 mod hold;
 pub mod master;
+pub mod operations;
+pub mod profile;
 pub mod record;
 pub mod report;
 pub mod run;

@@ -32,6 +32,9 @@ pub enum CallKind {
     Read,
     /// The write hold of a read-write lock (on the same resources as [`CallKind::Read`]).
     Write,
+    /// A fenced write hold of a read-write lock (`write().fenced()`), whose holder writes through
+    /// a `FencedStore` (on the same resources as [`CallKind::Read`]).
+    FencedWrite,
 }
 
 impl CallKind {
@@ -47,8 +50,22 @@ impl CallKind {
         CallKind::Write,
     ];
 
-    /// The prefix of this kind's resources: kinds never share keys, except the read and write
-    /// holds of one read-write lock.
+    /// Every kind, the fenced write included: what runs with operations use (the classic runs
+    /// keep drawing from [`CallKind::ALL`], so that their histories stay theirs).
+    pub const EVERY: [CallKind; 9] = [
+        CallKind::Plain,
+        CallKind::Fenced,
+        CallKind::Reentrant,
+        CallKind::Multi,
+        CallKind::Fair,
+        CallKind::Semaphore,
+        CallKind::Read,
+        CallKind::Write,
+        CallKind::FencedWrite,
+    ];
+
+    /// The prefix of this kind's resources, unless a run puts every kind on the same names: kinds
+    /// never share keys then, except the read and write holds of one read-write lock.
     pub fn name(self) -> &'static str {
         match self {
             CallKind::Plain => "plain",
@@ -57,8 +74,35 @@ impl CallKind {
             CallKind::Multi => "multi",
             CallKind::Fair => "fair",
             CallKind::Semaphore => "semaphore",
-            CallKind::Read | CallKind::Write => "rw",
+            CallKind::Read | CallKind::Write | CallKind::FencedWrite => "rw",
         }
+    }
+
+    /// Whether its holds write to the protected resource through a `FencedStore`.
+    pub fn fenced(self) -> bool {
+        matches!(self, CallKind::Fenced | CallKind::FencedWrite)
+    }
+
+    /// Which of the library's exclusions its holds take part in, on a resource name: `Some("")`
+    /// for the kinds on the plain lock's key (plain, fenced, multi, the write holds), which
+    /// exclude each other; the reentrant and fair kinds' own keys, which exclude only their own
+    /// kind; `None` for the semaphore and the read holds, which are checked on their own.
+    pub fn exclusion(self) -> Option<&'static str> {
+        match self {
+            CallKind::Plain
+            | CallKind::Fenced
+            | CallKind::Multi
+            | CallKind::Write
+            | CallKind::FencedWrite => Some(""),
+            CallKind::Reentrant => Some("reentrant"),
+            CallKind::Fair => Some("fair"),
+            CallKind::Semaphore | CallKind::Read => None,
+        }
+    }
+
+    /// Whether it is a write hold of a read-write lock, which readers must never overlap.
+    pub fn writes(self) -> bool {
+        matches!(self, CallKind::Write | CallKind::FencedWrite)
     }
 }
 
@@ -105,6 +149,8 @@ pub struct SimRecord {
     /// When the holder learnt that the lock was lost (the watchdog's signal, a failed extend); it
     /// wrote nothing after this.
     pub lost: Option<Duration>,
+    /// The permits a semaphore call asked for.
+    pub permits: Option<u32>,
 }
 
 impl SimRecord {
@@ -138,6 +184,7 @@ impl SimRecord {
             kept_alive: false,
             extended: None,
             lost: None,
+            permits: (kind == CallKind::Semaphore).then_some(SEMAPHORE_PERMITS),
         }
     }
 
@@ -215,7 +262,13 @@ impl fmt::Display for HistoryLine<'_> {
             .field("kept_alive", &r.kept_alive)
             .field("extended", &r.extended)
             .field("lost", &r.lost)
-            .finish()
+            .finish()?;
+        // New since operations, and written only where a run uses it, so that the histories of
+        // the runs without stay named by the hashes they had.
+        match r.permits {
+            Some(p) if p != SEMAPHORE_PERMITS => write!(f, " permits {p}"),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -79,6 +79,18 @@ pub struct Summary {
     pub extends_ok: u64,
     /// Holds whose holder learnt that its lock was lost.
     pub lost_signals: u64,
+    /// Seeds that ran with operations (the others ran the classic mix alone).
+    pub seeds_with_operations: u64,
+    /// Of those, the seeds that put every kind on the same resource names.
+    pub seeds_with_shared_keys: u64,
+    /// Faults started, by type.
+    pub faults_by_type: BTreeMap<String, u64>,
+    /// What the operations caused, summed over the seeds.
+    pub effects: BTreeMap<String, u64>,
+    /// Seeds with out-of-model notes (a VM rollback, ...); their violations count all the same.
+    pub out_of_model_seeds: u64,
+    /// The first few out-of-model notes, each with its seed.
+    pub notes: Vec<String>,
     /// The first seed that failed, if any.
     pub first_failing_seed: Option<u64>,
     /// For a control: the check that must catch it.
@@ -134,6 +146,12 @@ pub fn sweep(plan: Sweep, mut each: impl FnMut(&SeedOutcome)) -> Result<Summary,
         extends: 0,
         extends_ok: 0,
         lost_signals: 0,
+        seeds_with_operations: 0,
+        seeds_with_shared_keys: 0,
+        faults_by_type: BTreeMap::new(),
+        effects: BTreeMap::new(),
+        out_of_model_seeds: 0,
+        notes: Vec::new(),
         first_failing_seed: None,
         target: plan.control.map(|c| c.target().name().to_owned()),
         caught_seeds: 0,
@@ -154,6 +172,7 @@ pub fn sweep(plan: Sweep, mut each: impl FnMut(&SeedOutcome)) -> Result<Summary,
             seed,
             simulated: plan.simulated,
             control: plan.control,
+            classic: false,
         })?;
         summary.seeds += 1;
         summary.seed_range.1 = seed;
@@ -182,6 +201,22 @@ pub fn sweep(plan: Sweep, mut each: impl FnMut(&SeedOutcome)) -> Result<Summary,
         summary.extends += outcome.extends.0;
         summary.extends_ok += outcome.extends.1;
         summary.lost_signals += outcome.lost_signals;
+        summary.seeds_with_operations += u64::from(outcome.operations.0);
+        summary.seeds_with_shared_keys += u64::from(outcome.operations.1);
+        for (kind, n) in &outcome.faults_by_kind {
+            *summary.faults_by_type.entry(kind.clone()).or_default() += n;
+        }
+        for (effect, n) in &outcome.effects {
+            *summary.effects.entry(effect.clone()).or_default() += n;
+        }
+        if !outcome.notes.is_empty() {
+            summary.out_of_model_seeds += 1;
+            for note in outcome.notes.iter().take(2) {
+                if summary.notes.len() < 20 {
+                    summary.notes.push(format!("seed {seed}: {note}"));
+                }
+            }
+        }
         if !outcome.passed() && summary.first_failing_seed.is_none() {
             summary.first_failing_seed = Some(seed);
         }

@@ -24,10 +24,12 @@ use super::controls::Control;
 use super::env::SimEnv;
 use super::fault::{plan, plan_stalls, ClockStall, PlanShape, Planned};
 use super::master::{Flavor, MasterConfig, Persistence, SimMaster};
+use super::operations::{merge, plan_operations, plan_rollbacks, OperationsShape};
+use super::profile::Profile;
 use super::record::{CallKind, SimRecord};
 use super::wire::{Incoming, LeftKey};
 use super::workload::run_client;
-use super::world::{MasterClock, Node, World};
+use super::world::{MasterClock, Node, World, WorldLog};
 use super::SimError;
 use crate::history::FaultWindow;
 
@@ -56,6 +58,15 @@ const _: () = assert!(99 * MAX_PPM + 100 * MAX_PPM <= 1_000_000);
 /// within one TTL to show, a single stalled holder shows: one stall every few seconds per client
 /// (a stall in progress about a third of the time) is enough for most seeds to catch one.
 const STALL_GAP_MS: u64 = 4_000;
+/// The mean gap between operations, in runs with them (on top of the classic faults').
+const OPERATIONS_GAP_MS: u64 = 1_500;
+/// Under the `vm-rollback` control, the mean gap between rollbacks: like a clock jump, a rollback
+/// must take a held key from a majority within one TTL to show.
+const ROLLBACK_GAP_MS: u64 = 200;
+/// The keys a filler writes start with this (no lock key does): they are no leak.
+pub const FILLER_PREFIX: &str = "filler:";
+/// The client number the final reads of the store are made under, apart from every client's.
+const FINAL_READER: usize = usize::MAX;
 
 /// What one seed runs.
 #[derive(Debug, Clone, Copy)]
@@ -66,6 +77,9 @@ pub struct SeedConfig {
     pub simulated: Duration,
     /// The negative control, if any.
     pub control: Option<Control>,
+    /// Runs the classic mix alone, whatever the seed's profile would draw (see `profile.rs`): a
+    /// seed found before the operations existed replays the history it was found with.
+    pub classic: bool,
 }
 
 /// What one seed found.
@@ -101,6 +115,16 @@ pub struct SeedOutcome {
     pub extends: (u64, u64),
     /// Holds whose holder learnt that its lock was lost (and stopped writing).
     pub lost_signals: u64,
+    /// Whether the seed ran with operations (see `profile.rs`), and every kind on shared names.
+    pub operations: (bool, bool),
+    /// Faults started, by type.
+    pub faults_by_kind: BTreeMap<String, u64>,
+    /// What the operations caused (late requests run, `BUSY` and `OOM` replies, writes lost by
+    /// crashes, keys evicted, ...).
+    pub effects: BTreeMap<String, u64>,
+    /// Out of model: what happened (a VM rollback, ...). A run with notes is judged all the same:
+    /// its violations are reported, never excused.
+    pub notes: Vec<String>,
 }
 
 impl SeedOutcome {
@@ -138,6 +162,7 @@ pub fn run_fair_without_skipping(seed: u64, simulated: Duration) -> Result<SeedO
         seed,
         simulated,
         control: Some(Control::FairSkipsQueue),
+        classic: false,
     };
     run(config, false)
 }
@@ -165,10 +190,20 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
     let mut rng = StdRng::seed_from_u64(config.seed);
     let control = config.control;
     let run_ms = u64::try_from(config.simulated.as_millis()).unwrap_or(u64::MAX);
+    // What this seed's masters and clients are set up with beyond the classic run, from a
+    // generator of its own: the classic draws below stay what they were.
+    let mut ops_rng = Profile::generator(config.seed);
+    let profile = if config.classic {
+        Profile::classic(MASTERS, CLIENTS, TTL_MS, ops_rng.random())
+    } else {
+        Profile::draw(&mut ops_rng, control, MASTERS, CLIENTS, TTL_MS, run_ms)
+    };
     let mut nodes = Vec::with_capacity(MASTERS);
-    for _ in 0..MASTERS {
+    for setup in profile.masters.iter().take(MASTERS) {
         let durable = control != Some(Control::WipeWithoutGrace) && rng.random_bool(0.5);
-        let persistence = if durable {
+        let persistence = if setup.everysec {
+            Persistence::AofEverysec
+        } else if durable {
             Persistence::AofAlways
         } else {
             Persistence::None
@@ -182,11 +217,13 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
         // Started an hour before the run: a master that just started is rightly kept out of every
         // majority for the restart grace, which is a fault of its own (see `Fault::Crash`).
         let started = clock.base - 3_600_000;
-        let master = SimMaster::new(
-            MasterConfig::new(flavor(rng.random()), persistence, seed),
-            started,
-        )?;
-        nodes.push(Node::new(master, clock, durable));
+        let mut master_config = MasterConfig::new(flavor(rng.random()), persistence, seed);
+        if let Some((limit, policy)) = setup.memory {
+            master_config = master_config.with_memory(limit, policy);
+        }
+        let mut master = SimMaster::new(master_config, started)?;
+        master.set_replicas(u64::from(setup.replica));
+        nodes.push(Node::new(master, clock));
     }
     let store_clock = MasterClock {
         base: T0,
@@ -196,7 +233,6 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
     let store = Node::new(
         SimMaster::new(MasterConfig::new(Flavor::Valkey91, Persistence::AofAlways, 0), T0)?,
         store_clock,
-        true,
     );
     let mut faults: Vec<Planned> = plan(
         &mut rng,
@@ -219,6 +255,25 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
     if control == Some(Control::FairSkipsQueue) {
         faults.clear();
     }
+    if profile.operations {
+        let shape = OperationsShape {
+            masters: MASTERS,
+            clients: profile.clients.len(),
+            run_ms,
+            mean_gap_ms: OPERATIONS_GAP_MS,
+            limited: (0..MASTERS)
+                .filter(|&m| profile.masters[m].memory.is_some())
+                .collect(),
+            keep_connections: true,
+        };
+        faults = merge(faults, plan_operations(&mut ops_rng, &shape));
+    }
+    if control == Some(Control::VmRollback) {
+        faults = merge(
+            faults,
+            plan_rollbacks(&mut ops_rng, MASTERS, run_ms, ROLLBACK_GAP_MS),
+        );
+    }
     // Drawn after everything else is planned and only under their control, so that no other run
     // draws differently.
     let stalls: Vec<ClockStall> = if control == Some(Control::ClientClockStall) {
@@ -226,42 +281,37 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
     } else {
         Vec::new()
     };
-    let mut windows: Vec<FaultWindow> = faults
-        .iter()
-        .map(|p| FaultWindow {
-            start: Duration::from_millis(p.at_ms),
-            end: Duration::from_millis(p.at_ms + p.fault.duration_ms()),
-            label: p.fault.label(),
-        })
-        .collect();
-    windows.extend(stalls.iter().map(|s| FaultWindow {
-        start: Duration::from_millis(s.at_ms),
-        end: Duration::from_millis(s.at_ms.saturating_add(s.ms)),
-        label: s.label(),
-    }));
-    let world = World::new(start, StdRng::seed_from_u64(rng.random()), nodes, store, faults);
+    let world_ops = (profile.operations || control == Some(Control::VmRollback))
+        .then(|| StdRng::seed_from_u64(profile.seed));
+    let world = World::new(
+        start,
+        StdRng::seed_from_u64(rng.random()),
+        nodes,
+        store,
+        faults,
+        world_ops,
+    );
     let stats = world.stats();
+    let log = world.log();
     let (tx, rx) = mpsc::unbounded_channel();
     let world_task = tokio::task::spawn_local(world.run(rx));
 
-    let behaviour = Behaviour {
-        resources: 2,
-        ttl_ms: TTL_MS,
-        ignore_validity: control == Some(Control::IgnoreValidity),
-        pause_unfenced: control == Some(Control::PauseUnfenced),
-        kinds: match control {
-            Some(Control::PauseUnfenced | Control::IgnoreValidity) => &[CallKind::Plain],
-            Some(Control::FairSkipsQueue) => &[CallKind::Fair],
-            _ => &CallKind::ALL,
-        },
+    let kinds: &'static [CallKind] = match control {
+        Some(Control::PauseUnfenced | Control::IgnoreValidity) => &[CallKind::Plain],
+        Some(Control::FairSkipsQueue) => &[CallKind::Fair],
+        _ if profile.operations => &CallKind::EVERY,
+        _ => &CallKind::ALL,
     };
     let records: Arc<Mutex<Vec<SimRecord>>> = Arc::default();
     let until = start + config.simulated;
-    let mut clients = Vec::with_capacity(CLIENTS);
-    for c in 0..CLIENTS {
+    let mut clients = Vec::with_capacity(profile.clients.len());
+    for (c, setup) in profile.clients.iter().enumerate() {
+        // The classic clients draw from the classic generator; the one started mid-run, from the
+        // operations'.
+        let draws: &mut StdRng = if c < CLIENTS { &mut rng } else { &mut ops_rng };
         // Each client's clock runs at its own rate (see `MAX_PPM`), its timers stop while it is
         // paused, and under its control, the clock itself stands still during the client's stalls.
-        let clock = ClientClock::new(start, rng.random_range(-MAX_PPM..=MAX_PPM)).with_stalls(
+        let clock = ClientClock::new(start, draws.random_range(-MAX_PPM..=MAX_PPM)).with_stalls(
             stalls
                 .iter()
                 .filter(|s| s.client == c)
@@ -269,10 +319,15 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
         );
         let wire = Wire::new(c, tx.clone(), clock.clone());
         let mut builder = Quorlock::builder()
-            .environment(Arc::new(SimEnv::new(rng.random(), clock.clone(), T0)))
-            .restart_grace(Duration::from_millis(TTL_MS.1))
+            .environment(Arc::new(SimEnv::new(draws.random(), clock.clone(), T0)))
             .enforce_restart_grace(control != Some(Control::WipeWithoutGrace))
             .unsafe_fair_skips_queue_for_tests(skip_queue);
+        if let Some(grace) = setup.grace {
+            builder = builder.restart_grace(grace);
+        }
+        if let Some(every) = setup.health_refresh {
+            builder = builder.health_refresh(every);
+        }
         if control == Some(Control::QuorumOfOne) {
             builder = builder.master(Arc::new(SimLink::new(c % MASTERS, wire.clone())));
         } else {
@@ -280,28 +335,59 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
                 builder = builder.master(Arc::new(SimLink::new(m, wire.clone())));
             }
         }
-        let locks = builder.build().await.map_err(|e| SimError::Client {
-            client: c,
-            message: e.to_string(),
-        })?;
-        let ctx = ClientCtx {
-            id: c,
-            locks,
-            store: StoreConn::new(wire.clone()),
-            wire,
-            clock,
-            rng: StdRng::seed_from_u64(rng.random()),
-            start,
-            until,
-            behaviour,
-            records: Arc::clone(&records),
+        let behaviour = Behaviour {
+            resources: 2,
+            ttl_ms: setup.ttl_ms,
+            ignore_validity: control == Some(Control::IgnoreValidity),
+            pause_unfenced: control == Some(Control::PauseUnfenced),
+            kinds,
+            shared: profile.shared_keys,
+            permits: setup.permits,
+            first_ttl_ms: setup.first_ttl_ms,
         };
-        clients.push(tokio::task::spawn_local(run_client(ctx)));
+        let ctx_rng = StdRng::seed_from_u64(draws.random());
+        let records = Arc::clone(&records);
+        let begins = start + Duration::from_millis(setup.starts_at_ms);
+        let client = async move {
+            let locks = builder.build().await.map_err(|e| SimError::Client {
+                client: c,
+                message: e.to_string(),
+            })?;
+            Ok::<_, SimError>(ClientCtx {
+                id: c,
+                locks,
+                store: StoreConn::new(wire.clone()),
+                wire,
+                clock,
+                rng: ctx_rng,
+                start,
+                until,
+                behaviour,
+                records,
+            })
+        };
+        if setup.starts_at_ms == 0 {
+            // Built before the next client is set up, as the classic run always did.
+            let ctx = client.await?;
+            clients.push(tokio::task::spawn_local(async move {
+                run_client(ctx).await;
+                Ok(())
+            }));
+        } else {
+            // Started mid-run: built then, as a new process would be.
+            clients.push(tokio::task::spawn_local(async move {
+                tokio::time::sleep_until(begins).await;
+                run_client(client.await?).await;
+                Ok::<(), SimError>(())
+            }));
+        }
     }
     tokio::time::sleep_until(until).await;
     let _ = tx.send(Incoming::HealAll);
     for client in clients {
-        let _ = client.await;
+        if let Ok(Err(e)) = client.await {
+            return Err(e);
+        }
     }
     // Everything settled with every master reachable: no key may stay without a deadline, and
     // once the longest TTL and heartbeat have passed, none at all.
@@ -315,7 +401,7 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
         *writes.entry(key.clone()).or_default() += 1;
     }
     let mut finals = BTreeMap::new();
-    let mut store = StoreConn::new(Wire::new(CLIENTS, tx.clone(), ClientClock::true_rate(start)));
+    let mut store = StoreConn::new(Wire::new(FINAL_READER, tx.clone(), ClientClock::true_rate(start)));
     for key in writes.keys() {
         let value: Option<u64> = store.get(key).await.unwrap_or(None);
         finals.insert(key.clone(), value.unwrap_or(0));
@@ -325,6 +411,18 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
     world_task.abort();
     drop(tx);
 
+    let WorldLog {
+        windows: mut fault_windows,
+        by_kind: faults_by_kind,
+        effects,
+        notes,
+    } = log.borrow().clone();
+    fault_windows.extend(stalls.iter().map(|s| FaultWindow {
+        start: Duration::from_millis(s.at_ms),
+        end: Duration::from_millis(s.at_ms.saturating_add(s.ms)),
+        label: s.label(),
+    }));
+    let windows = fault_windows;
     let violations = checks::findings(&records, &windows);
     let lost_updates = checks::lost_updates(&writes, &finals);
     let world = stats.get();
@@ -350,7 +448,17 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
             records.iter().filter(|r| r.extended == Some(true)).count() as u64,
         ),
         lost_signals: records.iter().filter(|r| r.lost.is_some()).count() as u64,
+        operations: (profile.operations, profile.shared_keys),
+        faults_by_kind,
+        effects,
+        notes,
     };
+    if !stalls.is_empty() {
+        *outcome
+            .faults_by_kind
+            .entry("client clock stall (out of model)".to_owned())
+            .or_default() += stalls.len() as u64;
+    }
     for r in records.iter().filter(|r| r.lock.acquired.is_some()) {
         *outcome
             .by_kind
@@ -371,7 +479,7 @@ async fn leaks(tx: &mpsc::UnboundedSender<Incoming>, all: bool) -> Vec<LeftKey> 
     rx.await
         .unwrap_or_default()
         .into_iter()
-        .filter(|k| !crate::leaks::permanent(&k.key, ""))
+        .filter(|k| !crate::leaks::permanent(&k.key, "") && !k.key.starts_with(FILLER_PREFIX))
         .filter(|k| all || !k.expires)
         .collect()
 }

@@ -1,9 +1,10 @@
 //! What each simulated client does: a seeded loop of lock calls through the real quorlock API
 //! (plain, fenced with a `FencedStore`, reentrant with nesting, multi-resource, fair, a semaphore
-//! of [`SEMAPHORE_PERMITS`] permits, and the read and write holds of a read-write lock), and a
-//! record of every call on the simulated clock for the checks ([`SimRecord`]). What a holder does
-//! inside its hold (the witness writes, keep-alive and extend) is in `hold.rs`; what the client
-//! runs with, in `context.rs`.
+//! of [`SEMAPHORE_PERMITS`] permits or the client's own count, the read and write holds of a
+//! read-write lock and, in runs with operations, its fenced write), each kind on names of its own
+//! or, in some runs, every kind on the same names; and a record of every call on the simulated
+//! clock for the checks ([`SimRecord`]). What a holder does inside its hold (the witness writes,
+//! keep-alive and extend) is in `hold.rs`; what the client runs with, in `context.rs`.
 
 use std::time::Duration;
 
@@ -14,7 +15,9 @@ use tokio::time::Instant;
 use super::client::StoreConn;
 use super::context::ClientCtx;
 use super::hold::hold;
-use super::record::{CallKind, SimRecord, SEMAPHORE_PERMITS};
+#[cfg(doc)]
+use super::record::SEMAPHORE_PERMITS;
+use super::record::{CallKind, SimRecord};
 
 /// Runs the client's loop until `until`, then settles its background work.
 pub async fn run_client(mut ctx: ClientCtx) {
@@ -23,16 +26,22 @@ pub async fn run_client(mut ctx: ClientCtx) {
     while Instant::now() < ctx.until {
         let kind = ctx.behaviour.kinds[ctx.rng.random_range(0..ctx.behaviour.kinds.len())];
         let r = ctx.rng.random_range(0..ctx.behaviour.resources);
+        let prefix = if ctx.behaviour.shared {
+            "shared"
+        } else {
+            kind.name()
+        };
         let resources = match kind {
             CallKind::Multi => {
                 let other = (r + 1 + ctx.rng.random_range(0..ctx.behaviour.resources.max(2) - 1))
                     % ctx.behaviour.resources.max(2);
-                vec![format!("multi:{r}"), format!("multi:{other}")]
+                vec![format!("{prefix}:{r}"), format!("{prefix}:{other}")]
             }
-            _ => vec![format!("{}:{r}", kind.name())],
+            _ => vec![format!("{prefix}:{r}")],
         };
         let (lo, hi) = ctx.behaviour.ttl_ms;
-        let ttl = Duration::from_millis(ctx.rng.random_range(lo..=hi));
+        let drawn = ctx.rng.random_range(lo..=hi);
+        let ttl = Duration::from_millis(ctx.behaviour.first_ttl_ms.take().unwrap_or(drawn));
         let wait = Duration::from_millis(ctx.rng.random_range(0..=1_500));
         let record = one_call(&mut ctx, &owner, &fenced, kind, resources, ttl, wait).await;
         ctx.records
@@ -57,6 +66,9 @@ async fn one_call(
     let invoked = ctx.at();
     let stamped = ctx.clock.now().saturating_duration_since(ctx.start);
     let mut record = SimRecord::invoked(ctx.id, kind, &resources, invoked, stamped, wait, ttl);
+    if kind == CallKind::Semaphore {
+        record.permits = Some(ctx.behaviour.permits);
+    }
     let lock = match kind {
         CallKind::Multi => ctx.locks.lock_all(resources.iter().map(String::as_str), ttl),
         _ => ctx.locks.lock(&resources[0], ttl),
@@ -65,9 +77,10 @@ async fn one_call(
         CallKind::Fenced => lock.fenced(),
         CallKind::Reentrant => lock.reentrant(owner),
         CallKind::Fair => lock.fair(),
-        CallKind::Semaphore => lock.permits(SEMAPHORE_PERMITS),
+        CallKind::Semaphore => lock.permits(ctx.behaviour.permits),
         CallKind::Read => lock.read(),
         CallKind::Write => lock.write(),
+        CallKind::FencedWrite => lock.write().fenced(),
         CallKind::Plain | CallKind::Multi => lock,
     };
     let guard = match lock.wait(wait).acquire().await {

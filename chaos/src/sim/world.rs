@@ -2,13 +2,16 @@
 //! driven by one task on tokio's paused clock. Requests arrive over one channel; the world
 //! delivers each to its master after a seeded delay (never overtaking an earlier message on the
 //! same connection, as TCP), runs it on the master's own clock, and sends the reply back the same
-//! way. Faults from the plan start and heal at their instants. Nothing here reads the wall clock
-//! or an unseeded generator, so one seed gives one schedule.
+//! way. Faults from the plan start and heal at their instants; what the operations among them do
+//! to a master (promotions, replacements, `CONFIG SET`, fillers, long scripts, late delivery,
+//! rollbacks) is in `world/operations.rs`. Nothing here reads the wall clock or an unseeded
+//! generator, so one seed gives one schedule.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::rc::Rc;
+use std::time::Duration;
 
 use futures::channel::mpsc as fmpsc;
 use quorlock::seam::Message;
@@ -19,9 +22,13 @@ use redis::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::durability::{Before, Survival};
 use super::fault::{Fault, Planned};
 use super::master::SimMaster;
 use super::wire::{Conn, Endpoint, Envelope, Incoming, LeftKey, Op, Replies};
+use crate::history::FaultWindow;
+
+mod operations;
 
 /// One master's clock: `base + elapsed * (1e6 + ppm) / 1e6 + jumped`, in ms since the epoch.
 #[derive(Debug, Clone, Copy)]
@@ -47,28 +54,48 @@ pub struct Node {
     pub master: SimMaster,
     /// Its clock.
     pub clock: MasterClock,
-    /// Its data survives a crash (`appendfsync always`).
-    pub durable: bool,
     down: bool,
     blackholed: bool,
     extra_ms: u64,
     /// Subscribed channels per (client, sub connection).
     subs: BTreeMap<(usize, u64), (fmpsc::UnboundedSender<Message>, Vec<String>)>,
+    /// While it is down: what its restart brings back.
+    revives: Option<Survival>,
+    /// Its persistence was lowered at runtime in its current incarnation (`CONFIG SET`).
+    lowered: bool,
+    /// A script of another client's is running on it.
+    busy: Option<Busy>,
+    /// Filler keys written so far.
+    filled: u64,
+    /// Keys evicted by its earlier incarnations.
+    evicted_before: u64,
 }
 
 impl Node {
     /// A node for `master`.
-    pub fn new(master: SimMaster, clock: MasterClock, durable: bool) -> Node {
+    pub fn new(master: SimMaster, clock: MasterClock) -> Node {
         Node {
             master,
             clock,
-            durable,
             down: false,
             blackholed: false,
             extra_ms: 0,
             subs: BTreeMap::new(),
+            revives: None,
+            lowered: false,
+            busy: None,
+            filled: 0,
+            evicted_before: 0,
         }
     }
+}
+
+/// A long script on a master: until `busy_at` the master reads nothing, then it answers `BUSY`
+/// until `until` (both in ms from the run start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Busy {
+    busy_at: u64,
+    until: u64,
 }
 
 /// One direction-pair of a connection: when its last message in each direction arrives, and its
@@ -86,8 +113,15 @@ type LinkKey = (usize, Endpoint, Conn);
 enum Event {
     Arrive(Envelope, u64),
     Return(LinkKey, u64, Delivery),
-    Start(Fault),
-    End(Fault),
+    /// The planned fault of this index starts.
+    Start(usize),
+    /// ... and ends.
+    End(usize),
+    /// The world copies the data the planned fault of this index will need (what had replicated,
+    /// what the disk held, what the VM snapshot kept).
+    Before(usize),
+    /// The filler of the planned fault of this index writes once more, until the instant given.
+    Fill(usize, u64),
 }
 
 enum Delivery {
@@ -131,6 +165,29 @@ pub struct WorldStats {
     pub faults: u64,
 }
 
+/// What the world did, read at the end of a run: each fault as it happened (a fault can start
+/// later than planned), the faults by type, what the operations caused, and notes on what was
+/// out of model.
+#[derive(Debug, Default, Clone)]
+pub struct WorldLog {
+    /// Each fault that started, with its window.
+    pub windows: Vec<FaultWindow>,
+    /// Faults started, by [`Fault::kind`].
+    pub by_kind: BTreeMap<String, u64>,
+    /// What the operations caused (late requests run, `BUSY` and `OOM` replies, writes lost ...).
+    pub effects: BTreeMap<String, u64>,
+    /// Out of model: what happened.
+    pub notes: Vec<String>,
+}
+
+impl WorldLog {
+    fn count(&mut self, effect: &str, n: u64) {
+        if n > 0 {
+            *self.effects.entry(effect.to_owned()).or_default() += n;
+        }
+    }
+}
+
 /// The world: masters, store, network, faults.
 pub struct World {
     start: Instant,
@@ -141,16 +198,34 @@ pub struct World {
     partitions: BTreeMap<(usize, usize), u32>,
     /// Paused clients, with the instant (ms) they resume.
     frozen: BTreeMap<usize, u64>,
-    /// Requests swallowed by a partition or a blackhole, dropped (the connection resets) at the heal.
+    /// Requests swallowed by a partition or a blackhole, dropped (the connection resets) at the
+    /// heal, or executed then for the late variants.
     limbo: Vec<(LinkKey, Event)>,
     queue: BinaryHeap<Reverse<Queued>>,
     seq: u64,
     stats: Rc<Cell<WorldStats>>,
+    /// The plan, by index.
+    planned: Vec<Fault>,
+    /// What each planned fault that needs a copy of a master's data got.
+    befores: BTreeMap<usize, Before>,
+    /// The generator of the operations' own draws; `None` for a classic run, which draws nothing
+    /// more than it did before operations existed.
+    ops: Option<StdRng>,
+    log: Rc<RefCell<WorldLog>>,
 }
 
 impl World {
-    /// A world of `nodes` and `store` whose faults follow `plan`, starting at `start`.
-    pub fn new(start: Instant, rng: StdRng, nodes: Vec<Node>, store: Node, plan: Vec<Planned>) -> World {
+    /// A world of `nodes` and `store` whose faults follow `plan`, starting at `start`; `ops` draws
+    /// what the operations need (how much a crash of an `everysec` master loses, the new servers'
+    /// identities), and is `None` for a classic run.
+    pub fn new(
+        start: Instant,
+        rng: StdRng,
+        nodes: Vec<Node>,
+        store: Node,
+        plan: Vec<Planned>,
+        ops: Option<StdRng>,
+    ) -> World {
         let mut world = World {
             start,
             rng,
@@ -163,9 +238,19 @@ impl World {
             queue: BinaryHeap::new(),
             seq: 0,
             stats: Rc::default(),
+            planned: plan.iter().map(|p| p.fault.clone()).collect(),
+            befores: BTreeMap::new(),
+            ops,
+            log: Rc::default(),
         };
-        for planned in plan {
-            world.push(planned.at_ms, Event::Start(planned.fault));
+        // The copies first: one due at the same instant as a fault is taken before it.
+        for (id, planned) in plan.iter().enumerate() {
+            if let Some(ago) = world.copy_ahead(&planned.fault) {
+                world.push(planned.at_ms.saturating_sub(ago), Event::Before(id));
+            }
+        }
+        for (id, planned) in plan.iter().enumerate() {
+            world.push(planned.at_ms, Event::Start(id));
         }
         world
     }
@@ -186,6 +271,11 @@ impl World {
     /// The counters, readable while the world runs.
     pub fn stats(&self) -> Rc<Cell<WorldStats>> {
         Rc::clone(&self.stats)
+    }
+
+    /// What happened, readable while the world runs.
+    pub fn log(&self) -> Rc<RefCell<WorldLog>> {
+        Rc::clone(&self.log)
     }
 
     /// Runs until every sender of `incoming` is gone.
@@ -234,18 +324,22 @@ impl World {
             Incoming::Keys(reply) => {
                 let now = self.now();
                 let mut keys = Vec::new();
-                for (i, node) in self.nodes.iter_mut().enumerate() {
+                let mut evicted = 0;
+                for (i, node) in self.nodes.iter().enumerate() {
                     let clock = node.clock.at(now);
-                    for key in node.master.keys(clock) {
-                        let name = String::from_utf8_lossy(&key).into_owned();
-                        let ttl = node.master.execute(clock, &[b"PTTL", &key]).value;
+                    evicted += node.evicted_before + node.master.evicted_keys();
+                    for (key, deadline) in node.master.deadlines(clock) {
                         keys.push(LeftKey {
                             master: i,
-                            key: name,
-                            expires: !matches!(ttl, Value::Int(-1)),
+                            key: String::from_utf8_lossy(&key).into_owned(),
+                            expires: deadline.is_some(),
                         });
                     }
                 }
+                let mut log = self.log.borrow_mut();
+                log.effects.remove(operations::EVICTED);
+                log.count(operations::EVICTED, evicted);
+                drop(log);
                 let _ = reply.send(keys);
             }
         }
@@ -312,8 +406,10 @@ impl World {
                 }
                 deliver(delivery);
             }
-            Event::Start(fault) => self.start_fault(fault),
-            Event::End(fault) => self.end_fault(&fault),
+            Event::Start(id) => self.start_fault(id),
+            Event::End(id) => self.end_fault(id),
+            Event::Before(id) => self.copy_for(id),
+            Event::Fill(id, until) => self.fill(id, until),
         }
     }
 
@@ -336,6 +432,10 @@ impl World {
             fail(env.op);
             return;
         }
+        let env = match self.busy_check(env, gen, now) {
+            Some(env) => env,
+            None => return,
+        };
         let client = env.client;
         let conn = env.conn;
         let node = match env.master {
@@ -344,6 +444,7 @@ impl World {
         };
         let clock = node.clock.at(now);
         let mut published = Vec::new();
+        let mut oom = 0;
         let delivery = match env.op {
             Op::Commands {
                 cmds,
@@ -356,6 +457,9 @@ impl World {
                     let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
                     let out = node.master.execute(clock, &args);
                     published.extend(out.published);
+                    if matches!(&out.value, Value::ServerError(e) if e.code() == "OOM") {
+                        oom += 1;
+                    }
                     values.push(out.value);
                 }
                 let wanted: Vec<Value> = values.into_iter().skip(skip).take(count).collect();
@@ -383,16 +487,22 @@ impl World {
             let mut stats = self.stats.get();
             stats.commands += 1;
             self.stats.set(stats);
+            self.log.borrow_mut().count(operations::OOM, oom);
         }
-        let out_delay = self.delay(env.master);
+        self.answer(key, delivery, now);
+        if let Endpoint::Master(m) = env.master {
+            self.publish(m, now, published);
+        }
+    }
+
+    /// Sends `delivery` back on the connection `key` at `now`, behind what it sent earlier.
+    fn answer(&mut self, key: LinkKey, delivery: Delivery, now: u64) {
+        let out_delay = self.delay(key.1);
         let link = self.links.entry(key).or_default();
         let at = (now + out_delay).max(link.down_free);
         link.down_free = at;
         let gen = link.gen;
         self.push(at, Event::Return(key, gen, delivery));
-        if let Endpoint::Master(m) = env.master {
-            self.publish(m, now, published);
-        }
     }
 
     /// Sends each published message to the master's subscribers of its channel.
@@ -454,11 +564,31 @@ impl World {
         }
     }
 
-    fn start_fault(&mut self, fault: Fault) {
+    fn start_fault(&mut self, id: usize) {
+        let Some(fault) = self.planned.get(id).cloned() else {
+            return;
+        };
+        let now = self.now();
+        if let Fault::Crash { master, .. } = &fault {
+            if self.unseen_promotion(*master) {
+                // Out of model if it crashed now (see `unseen_promotion`): a little later.
+                self.log.borrow_mut().count(operations::POSTPONED, 1);
+                self.push(now + 100, Event::Start(id));
+                return;
+            }
+        }
         let mut stats = self.stats.get();
         stats.faults += 1;
         self.stats.set(stats);
-        let now = self.now();
+        {
+            let mut log = self.log.borrow_mut();
+            *log.by_kind.entry(fault.kind().to_owned()).or_default() += 1;
+            log.windows.push(FaultWindow {
+                start: Duration::from_millis(now),
+                end: Duration::from_millis(now + fault.duration_ms()),
+                label: fault.label(),
+            });
+        }
         match &fault {
             Fault::Partition { client, master, .. } => {
                 *self.partitions.entry((*client, *master)).or_default() += 1;
@@ -469,35 +599,49 @@ impl World {
                 self.reset_where(|k| k.0 == c && k.1 == m);
             }
             Fault::Slow { master, extra_ms, .. } => self.nodes[*master].extra_ms += extra_ms,
-            Fault::Crash { master, .. } => {
-                self.nodes[*master].down = true;
-                let m = Endpoint::Master(*master);
-                self.reset_where(|k| k.1 == m);
-            }
+            Fault::Crash { master, .. } => self.crash(id, *master),
             Fault::ClockJump { master, ms } => self.nodes[*master].clock.jumped += ms,
+            Fault::Promote { .. }
+            | Fault::Replace { .. }
+            | Fault::Appendfsync { .. }
+            | Fault::Fill { .. }
+            | Fault::Busy { .. }
+            | Fault::Rollback { .. } => self.start_operation(id, &fault, now),
         }
-        let end = now + fault.duration_ms();
-        if !matches!(fault, Fault::Reset { .. } | Fault::ClockJump { .. }) {
-            self.push(end, Event::End(fault));
+        if fault.has_end() {
+            self.push(now + fault.duration_ms(), Event::End(id));
         }
     }
 
-    fn end_fault(&mut self, fault: &Fault) {
+    fn end_fault(&mut self, id: usize) {
+        let Some(fault) = self.planned.get(id).cloned() else {
+            return;
+        };
         let now = self.now();
-        match fault {
-            Fault::Partition { client, master, .. } => {
+        match &fault {
+            Fault::Partition {
+                client, master, late, ..
+            } => {
                 let count = self.partitions.entry((*client, *master)).or_default();
                 *count = count.saturating_sub(1);
                 if *count == 0 {
                     let (c, m) = (*client, Endpoint::Master(*master));
-                    self.reset_where(|k| k.0 == c && k.1 == m);
+                    if *late {
+                        self.deliver_late(|k| k.0 == c && k.1 == m);
+                    } else {
+                        self.reset_where(|k| k.0 == c && k.1 == m);
+                    }
                 }
             }
-            Fault::Blackhole { master, .. } => {
+            Fault::Blackhole { master, late, .. } => {
                 if self.nodes[*master].blackholed {
                     self.nodes[*master].blackholed = false;
                     let m = Endpoint::Master(*master);
-                    self.reset_where(|k| k.1 == m);
+                    if *late {
+                        self.deliver_late(|k| k.1 == m);
+                    } else {
+                        self.reset_where(|k| k.1 == m);
+                    }
                 }
             }
             Fault::Slow { master, extra_ms, .. } => {
@@ -505,11 +649,41 @@ impl World {
                 node.extra_ms = node.extra_ms.saturating_sub(*extra_ms);
             }
             Fault::Crash { master, .. } => self.restart(*master, now),
-            Fault::Reset { .. } | Fault::ClockJump { .. } => {}
+            Fault::Busy { master, .. } => self.end_busy(*master, now),
+            Fault::Reset { .. }
+            | Fault::ClockJump { .. }
+            | Fault::Promote { .. }
+            | Fault::Replace { .. }
+            | Fault::Appendfsync { .. }
+            | Fault::Fill { .. }
+            | Fault::Rollback { .. } => {}
         }
     }
 
-    /// Restarts a crashed master: a new process, with its data only if it is durable.
+    /// Master `m` crashes now (the planned fault `id`): down, its connections reset, and what
+    /// its disk holds decided now (see `durability.rs`).
+    fn crash(&mut self, id: usize, m: usize) {
+        let before = self.befores.remove(&id);
+        let node = &mut self.nodes[m];
+        if !node.down {
+            let (aof, fsync) = node.master.appendfsync();
+            let judged = super::durability::at_crash(aof, fsync, node.lowered, &node.master.run_id(), before);
+            let mut log = self.log.borrow_mut();
+            if judged.spared {
+                log.count(operations::SPARED, 1);
+            }
+            if matches!(judged.survival, Survival::Before(_)) {
+                log.count(operations::LOSSY, 1);
+            }
+            drop(log);
+            node.revives = Some(judged.survival);
+            node.down = true;
+        }
+        let target = Endpoint::Master(m);
+        self.reset_where(|k| k.1 == target);
+    }
+
+    /// Restarts a crashed master: a new process, with what its disk held.
     fn restart(&mut self, m: usize, now: u64) {
         let node = &mut self.nodes[m];
         if !node.down {
@@ -517,10 +691,15 @@ impl World {
         }
         node.down = false;
         let clock = node.clock.at(now);
-        let keep = node.durable;
+        node.evicted_before += node.master.evicted_keys();
+        node.lowered = false;
         // A restart of a simulated master fails only if its Lua state cannot be built, which
         // would have failed at the start already.
-        let _ = node.master.restart(keep, clock);
+        let _ = match node.revives.take().unwrap_or(Survival::Nothing) {
+            Survival::All => node.master.restart(true, clock),
+            Survival::Nothing => node.master.restart(false, clock),
+            Survival::Before(snapshot) => node.master.restart_from(&snapshot, clock),
+        };
         let target = Endpoint::Master(m);
         self.reset_where(|k| k.1 == target);
     }
@@ -531,6 +710,7 @@ impl World {
         for m in 0..self.nodes.len() {
             self.nodes[m].blackholed = false;
             self.nodes[m].extra_ms = 0;
+            self.nodes[m].busy = None;
             if self.nodes[m].down {
                 self.restart(m, now);
             }
@@ -539,10 +719,10 @@ impl World {
         for key in keys {
             self.reset_link(key);
         }
-        // Pending fault ends and starts are dropped: the run is over.
+        // Pending faults, their ends and what they needed are dropped: the run is over.
         let pending = std::mem::take(&mut self.queue);
         for q in pending.into_vec() {
-            if !matches!(q.0.event, Event::Start(_) | Event::End(_)) {
+            if matches!(q.0.event, Event::Arrive(..) | Event::Return(..)) {
                 self.queue.push(q);
             }
         }

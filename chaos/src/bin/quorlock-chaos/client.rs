@@ -88,20 +88,16 @@ pub async fn run(args: ClientArgs) -> ExitCode {
             return ExitCode::from(64);
         }
     };
-    let start = UNIX_EPOCH + Duration::from_millis(start_ms);
-    // The run's zero on this process's monotonic clock; a container started early waits for it.
-    let origin = match start.duration_since(SystemTime::now()) {
-        Ok(ahead) => {
-            let origin = Instant::now() + ahead;
-            tokio::time::sleep(ahead).await;
-            origin
-        }
-        Err(late) => Instant::now()
-            .checked_sub(late.duration())
-            .unwrap_or_else(Instant::now),
-    };
+    let origin = origin(start_ms).await;
     let history = History::new(RunClock::starting_at(origin));
-    let mode = args.unsafe_mode.map_or(ClientMode::Safe, ClientMode::from);
+    let mode = match args.unsafe_mode.map(UnsafeArg::client_mode) {
+        None => ClientMode::Safe,
+        Some(Some(mode)) => mode,
+        Some(None) => {
+            eprintln!("error: the operations' controls run in their probes, not in background clients");
+            return ExitCode::from(64);
+        }
+    };
     if mode == ClientMode::MajorityCounting {
         eprintln!("error: --unsafe majority-counting runs the semaphore, which container clients do not run");
         return ExitCode::from(64);
@@ -135,7 +131,6 @@ pub async fn run(args: ClientArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut out = std::io::stdout().lock();
     let records = history.records();
     // Each record's client, numbered here within this group, is numbered within the whole run.
     let lines = records
@@ -147,6 +142,29 @@ pub async fn run(args: ClientArgs) -> ExitCode {
             })
         })
         .chain(std::iter::once(ClientLine::Stats(WireStats::from(stats))));
+    print_lines(lines)
+}
+
+/// The run's zero on this process's monotonic clock, from the run's start in milliseconds since
+/// the Unix epoch; a container started early waits for it.
+pub async fn origin(start_ms: u64) -> Instant {
+    let start = UNIX_EPOCH + Duration::from_millis(start_ms);
+    match start.duration_since(SystemTime::now()) {
+        Ok(ahead) => {
+            let origin = Instant::now() + ahead;
+            tokio::time::sleep(ahead).await;
+            origin
+        }
+        Err(late) => Instant::now()
+            .checked_sub(late.duration())
+            .unwrap_or_else(Instant::now),
+    }
+}
+
+/// Writes `lines` to stdout, one JSON object each, for the harness to read back: exit 0 with
+/// every line written, 2 otherwise.
+pub fn print_lines(lines: impl IntoIterator<Item = ClientLine>) -> ExitCode {
+    let mut out = std::io::stdout().lock();
     for line in lines {
         let text = match serde_json::to_string(&line) {
             Ok(text) => text,

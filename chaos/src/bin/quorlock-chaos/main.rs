@@ -1,7 +1,9 @@
 //! `quorlock-chaos`: the harness's command line.
 //!
-//! - `list` shows the named fault scenarios; `run --scenario NAME` runs one against local masters
-//!   and reports whether RedLock's guarantees held.
+//! - `list` shows the named fault scenarios and operations; `run --scenario NAME` runs one
+//!   against local masters (an operation: against compose services) and reports whether
+//!   RedLock's guarantees held.
+//! - `client` and `probe` are what the containers of a compose run execute.
 //! - `demo` starts 5 local masters, runs contending workers through master failures, and shows the
 //!   quorum at work. It lives here rather than in the `quorlock` binary because it needs this
 //!   harness, and the harness depends on the lock library: the other way round would be a cycle.
@@ -11,6 +13,7 @@
 mod client;
 mod demo;
 mod duration;
+mod probe;
 mod progress;
 mod report;
 mod scenarios;
@@ -51,6 +54,9 @@ enum Command {
     /// Run one client group's slice of a run's workload and print its history as JSON lines
     /// (what each client container runs with `run --clients-in-containers`)
     Client(client::ClientArgs),
+    /// Run one of an operation's two probe clients and print its history as JSON lines (what
+    /// each probe container runs with `run --scenario failover|runtime-downgrade|eviction`)
+    Probe(probe::ProbeArgs),
     /// Start 5 local masters, run contending workers, kill 2 then 3 masters, restore them, and
     /// print a summary and an SVG timeline
     Demo {
@@ -82,6 +88,7 @@ async fn main() -> ExitCode {
         Command::List => scenarios::list(),
         Command::Run(args) => scenarios::run(args).await,
         Command::Client(args) => client::run(args).await,
+        Command::Probe(args) => probe::run(args).await,
         Command::Demo {
             svg,
             phase,

@@ -12,6 +12,12 @@
 //! the semaphore). `--unsafe MODE` runs deliberately unsafe clients (a negative control): the
 //! check it targets must then find violations, so the expected exit code is 1;
 //! `majority-counting` is the semaphore's control.
+//!
+//! The operations (`failover`, `runtime-downgrade`, `eviction`, or `operations` for all three)
+//! run on the compose backend only, from `chaos/docker/compose.operations.yml` unless
+//! `--compose-file` says otherwise, with every client in a container; each takes its own control
+//! (`--unsafe count-replaced-masters`, `durability-from-report`, `count-evicting-masters`), which
+//! switches one rule of quorlock's off in the operation's probes.
 //! While it runs, a progress line goes to stderr.
 
 use std::io::{IsTerminal as _, Write as _};
@@ -21,9 +27,12 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 use quorlock_chaos::compose::drive as compose_drive;
+use quorlock_chaos::compose::operations::control::Control;
+use quorlock_chaos::compose::operations::drive as operations_drive;
 use quorlock_chaos::compose::project::{ComposeProject, ProjectSpec};
 use quorlock_chaos::drive::{self, Progress};
 use quorlock_chaos::run::{BackendChoice, Kind, RunOptions, RunReport, Verdict};
+use quorlock_chaos::scenario::OPERATIONS;
 use quorlock_chaos::workload::ClientMode;
 use quorlock_chaos::HarnessError;
 use quorlock_chaos::{scenario, ComposeOptions, Scenario, SCENARIOS};
@@ -34,7 +43,8 @@ use crate::signals::Signals;
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Scenario name (see `list`), a comma-separated list, or `all`, `in-model`,
-    /// `out-of-model` (run in turn with one seed, then a results table).
+    /// `out-of-model` (the fault schedules), `operations` (the compose operations), run in turn
+    /// with one seed, then a results table.
     #[arg(long)]
     scenario: String,
     /// How long clients run, e.g. 30s, 1500ms, 2m.
@@ -66,8 +76,10 @@ pub struct RunArgs {
     backend: BackendArg,
     /// Compose file(s) for `--backend compose`, the first the base and each further one layered
     /// over it. Each scenario brings up a project of its own from them (`docker compose up`),
-    /// labelled `quorlock.chaos.run=<id>`, and takes it down again, volumes included.
-    #[arg(long, value_name = "FILE", default_value = "chaos/docker/compose.masters.yml")]
+    /// labelled `quorlock.chaos.run=<id>`, and takes it down again, volumes included. Default:
+    /// `chaos/docker/compose.masters.yml`, and `chaos/docker/compose.operations.yml` for the
+    /// operations.
+    #[arg(long, value_name = "FILE")]
     compose_file: Vec<PathBuf>,
     /// With `--backend compose`: the services are already up (`redis1`..`redis5` of the first
     /// `--compose-file` on 127.0.0.1:7001-7005); fault them but neither start nor remove them.
@@ -84,7 +96,7 @@ pub struct RunArgs {
     witness: Option<String>,
     /// Negative control: run deliberately unsafe clients; the checker must report violations.
     /// `single-master` and `ignore-validity` run plain locks; `majority-counting` needs
-    /// `--kind semaphore`.
+    /// `--kind semaphore`; the last three are the operations' (each with its own operation).
     #[arg(long = "unsafe", value_enum)]
     unsafe_mode: Option<UnsafeArg>,
     /// What the clients take: plain locks (over `--resources`, with the witness), a counting
@@ -108,6 +120,37 @@ pub enum UnsafeArg {
     IgnoreValidity,
     /// Semaphore permits counted on each master and held on a simple majority of them.
     MajorityCounting,
+    /// The failover's: the probes count a promoted replica's votes at once (a restart grace of 0).
+    CountReplacedMasters,
+    /// The runtime downgrade's: the probes judge a restart's durability by what it reports (a
+    /// restart grace of 0).
+    DurabilityFromReport,
+    /// The eviction's: the probes count a master that may evict keys.
+    CountEvictingMasters,
+}
+
+impl UnsafeArg {
+    /// The clients' unsafe mode it names, `None` for an operation's control.
+    pub fn client_mode(self) -> Option<ClientMode> {
+        match self {
+            UnsafeArg::SingleMaster => Some(ClientMode::SingleMaster),
+            UnsafeArg::IgnoreValidity => Some(ClientMode::IgnoreValidity),
+            UnsafeArg::MajorityCounting => Some(ClientMode::MajorityCounting),
+            UnsafeArg::CountReplacedMasters
+            | UnsafeArg::DurabilityFromReport
+            | UnsafeArg::CountEvictingMasters => None,
+        }
+    }
+
+    /// The operation's control it names, `None` for the clients' unsafe modes.
+    pub fn control(self) -> Option<Control> {
+        match self {
+            UnsafeArg::CountReplacedMasters => Some(Control::CountReplacedMasters),
+            UnsafeArg::DurabilityFromReport => Some(Control::DurabilityFromReport),
+            UnsafeArg::CountEvictingMasters => Some(Control::CountEvictingMasters),
+            UnsafeArg::SingleMaster | UnsafeArg::IgnoreValidity | UnsafeArg::MajorityCounting => None,
+        }
+    }
 }
 
 /// The kinds `--kind` offers.
@@ -127,16 +170,6 @@ impl KindArg {
             KindArg::Lock => Kind::Lock,
             KindArg::Semaphore => Kind::Semaphore(permits),
             KindArg::Rwlock => Kind::RwLock,
-        }
-    }
-}
-
-impl From<UnsafeArg> for ClientMode {
-    fn from(arg: UnsafeArg) -> ClientMode {
-        match arg {
-            UnsafeArg::SingleMaster => ClientMode::SingleMaster,
-            UnsafeArg::IgnoreValidity => ClientMode::IgnoreValidity,
-            UnsafeArg::MajorityCounting => ClientMode::MajorityCounting,
         }
     }
 }
@@ -166,10 +199,10 @@ pub enum BackendArg {
     Compose,
 }
 
-/// `list`: one line per scenario.
+/// `list`: one line per scenario, the fault schedules then the operations.
 pub fn list() -> ExitCode {
     let mut out = std::io::stdout().lock();
-    for s in &SCENARIOS {
+    for s in SCENARIOS.iter().chain(&OPERATIONS) {
         let model = if s.in_model { "in-model" } else { "out-of-model" };
         let _ = writeln!(out, "{:<32} {:<13} {}", s.name, model, s.summary);
     }
@@ -177,13 +210,14 @@ pub fn list() -> ExitCode {
 }
 
 /// The scenarios `--scenario` names: one name, a comma-separated list, or `all`,
-/// `in-model`, `out-of-model`.
+/// `in-model`, `out-of-model` (of the fault schedules), `operations`.
 fn select_scenarios(spec: &str) -> Result<Vec<Scenario>, String> {
     let all = || SCENARIOS.iter().copied();
     match spec {
         "all" => Ok(all().collect()),
         "in-model" => Ok(all().filter(|s| s.in_model).collect()),
         "out-of-model" => Ok(all().filter(|s| !s.in_model).collect()),
+        "operations" => Ok(OPERATIONS.to_vec()),
         list => list
             .split(',')
             .map(|name| scenario::find(name.trim()).copied().map_err(|e| e.to_string()))
@@ -257,6 +291,45 @@ pub async fn run(args: RunArgs) -> ExitCode {
 /// taken, a negative control whose own check never fired, lost increments put down to load).
 pub const INCONCLUSIVE: u8 = 3;
 
+/// The clients' mode and the operation's control `--unsafe` asks for `scenario`: a clients' mode
+/// for the fault schedules, the operation's own control for an operation.
+fn modes(args: &RunArgs, scenario: Scenario) -> Result<(ClientMode, Option<Control>), String> {
+    let Some(arg) = args.unsafe_mode else {
+        return Ok((ClientMode::Safe, None));
+    };
+    match (arg.client_mode(), arg.control(), scenario.is_operation()) {
+        (Some(mode), _, false) => Ok((mode, None)),
+        (_, Some(control), true) if control.operation() == scenario.kind => {
+            Ok((ClientMode::Safe, Some(control)))
+        }
+        _ => {
+            let own = Control::ALL
+                .iter()
+                .find(|c| c.operation() == scenario.kind)
+                .map(|c| format!("its control is {}", c.name()));
+            Err(format!(
+                "--unsafe {} does not apply to {} ({})",
+                arg.to_possible_value()
+                    .map_or_else(String::new, |v| v.get_name().to_string()),
+                scenario.name,
+                own.unwrap_or_else(|| "single-master, ignore-validity or majority-counting apply".into())
+            ))
+        }
+    }
+}
+
+/// The compose files of a run of `scenario`: `--compose-file` as given, else the harness's own.
+fn compose_files(args: &RunArgs, scenario: Scenario) -> Vec<PathBuf> {
+    if !args.compose_file.is_empty() {
+        return args.compose_file.clone();
+    }
+    vec![PathBuf::from(if scenario.is_operation() {
+        "chaos/docker/compose.operations.yml"
+    } else {
+        "chaos/docker/compose.masters.yml"
+    })]
+}
+
 /// One scenario: run it with a progress line, write its SVG, print its report.
 async fn run_one(
     args: &RunArgs,
@@ -269,23 +342,28 @@ async fn run_one(
         let _ = writeln!(std::io::stderr(), "error: cannot catch signals: {e}");
         ExitCode::from(2)
     })?;
+    let (mode, control) = modes(args, scenario).map_err(|e| {
+        let _ = writeln!(std::io::stderr(), "error: {e}");
+        ExitCode::from(2)
+    })?;
+    let files = compose_files(args, scenario);
     let mut project = None;
     let backend = match args.backend {
         BackendArg::Process => BackendChoice::Process,
         BackendArg::Compose if args.compose_running => {
-            let mut options = ComposeOptions::new(args.compose_file.first().cloned().unwrap_or_default());
-            options.overrides = args.compose_file.iter().skip(1).cloned().collect();
+            let mut options = ComposeOptions::new(files.first().cloned().unwrap_or_default());
+            options.overrides = files.iter().skip(1).cloned().collect();
             BackendChoice::Compose(Box::new(options))
         }
         BackendArg::Compose => {
             let spec = ProjectSpec {
-                files: args.compose_file.clone(),
+                files: files.clone(),
                 ..ProjectSpec::new("")
             };
             let _ = writeln!(
                 std::io::stderr(),
                 "bringing up {} with docker compose",
-                args.compose_file
+                files
                     .iter()
                     .map(|f| f.display().to_string())
                     .collect::<Vec<_>>()
@@ -321,7 +399,7 @@ async fn run_one(
         seed,
         backend,
         witness_url: args.witness.clone(),
-        mode: args.unsafe_mode.map_or(ClientMode::Safe, ClientMode::from),
+        mode,
         kind: args.kind.with_permits(args.permits),
     };
     let _ = writeln!(
@@ -333,10 +411,10 @@ async fn run_one(
             kind => kind.name().to_string(),
         },
         opts.seed,
-        if opts.mode.is_unsafe() {
-            format!(" and UNSAFE {} clients", opts.mode.name())
-        } else {
-            String::new()
+        match control {
+            Some(control) => format!(" and UNSAFE {} probes ({})", control.name(), control.switch()),
+            None if opts.mode.is_unsafe() => format!(" and UNSAFE {} clients", opts.mode.name()),
+            None => String::new(),
         }
     );
     let terminal = std::io::stderr().is_terminal();
@@ -355,12 +433,18 @@ async fn run_one(
         }
     };
     // On a signal the run is dropped, then the project (containers, networks, volumes).
-    let in_containers = match (&project, args.clients_in_containers) {
+    // The operations always run their clients in containers.
+    let in_containers = match (&project, args.clients_in_containers || scenario.is_operation()) {
         (Some(project), true) => Some(project),
         (None, true) => {
             let _ = writeln!(
                 std::io::stderr(),
-                "error: --clients-in-containers needs --backend compose without --compose-running"
+                "error: {} needs --backend compose without --compose-running",
+                if scenario.is_operation() {
+                    scenario.name
+                } else {
+                    "--clients-in-containers"
+                }
             );
             return Err(ExitCode::from(2));
         }
@@ -371,7 +455,11 @@ async fn run_one(
             Some(project) => {
                 let binary = std::env::current_exe()
                     .map_err(|e| HarnessError::Workload(format!("finding this program to mount it: {e}")))?;
-                compose_drive::run(opts, project, &binary).await
+                if scenario.is_operation() {
+                    operations_drive::run(opts, control, project, &binary).await
+                } else {
+                    compose_drive::run(opts, project, &binary).await
+                }
             }
             None => drive::run_with_progress(opts, on_progress).await,
         }
@@ -501,7 +589,7 @@ mod tests {
         .unwrap();
         assert_eq!(args.kind.with_permits(args.permits), Kind::Semaphore(3));
         assert_eq!(
-            args.unsafe_mode.map(ClientMode::from),
+            args.unsafe_mode.and_then(UnsafeArg::client_mode),
             Some(ClientMode::MajorityCounting)
         );
         let args = parse(&["--kind", "rwlock"]).unwrap();

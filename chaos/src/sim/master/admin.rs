@@ -1,14 +1,16 @@
 //! Server and connection commands: `PING`, `ECHO`, `TIME`, `PUBLISH`, `INFO`, `CONFIG GET`,
-//! `COMMAND INFO`/`COUNT`, `FLUSHALL`, `DBSIZE`, `KEYS`, `SCAN`, `CLIENT`, `SELECT`. What they
-//! report (versions, `run_id`, uptime, persistence) comes from the master's flavor, config and
-//! clock.
+//! `CONFIG SET`, `COMMAND INFO`/`COUNT`, `FLUSHALL`, `DBSIZE`, `KEYS`, `SCAN`, `CLIENT`, `SELECT`.
+//! What they report (versions, `run_id`, uptime, persistence, memory, replication) comes from the
+//! master's flavor, config, running state and clock.
 
 use std::fmt::Write as _;
 
 use redis::Value;
 
 use super::commands;
+use super::config::EvictionPolicy;
 use super::glob;
+use super::memory;
 use super::numfmt::parse_i64;
 use super::reply::{bulk, err, err_owned, ok, status, CmdError, CmdResult, NOT_INTEGER, SYNTAX};
 use super::server::Server;
@@ -132,11 +134,12 @@ fn write_section(server: &mut Server, section: &str, out: &mut String) {
             field("blocked_clients", &0);
         }
         "memory" => {
-            field("maxmemory", &0);
-            field("maxmemory_policy", &"noeviction");
+            field("used_memory", &memory::used(server));
+            field("maxmemory", &server.maxmemory);
+            field("maxmemory_policy", &server.policy.name());
         }
         "stats" => {
-            field("evicted_keys", &0);
+            field("evicted_keys", &server.evicted_keys);
         }
         "persistence" => {
             field("loading", &0);
@@ -147,10 +150,23 @@ fn write_section(server: &mut Server, section: &str, out: &mut String) {
         }
         "replication" => {
             field("role", &"master");
-            field("connected_slaves", &0);
+            field("connected_slaves", &server.replicas);
+            for i in 0..server.replicas {
+                field(
+                    &format!("slave{i}"),
+                    &format_args!(
+                        "ip=10.0.0.{},port=6379,state=online,offset={},lag=0",
+                        100 + i,
+                        server.repl_offset
+                    ),
+                );
+            }
             field("master_failover_state", &"no-failover");
-            field("master_repl_offset", &0);
-            field("second_repl_offset", &-1);
+            field("master_repl_offset", &server.repl_offset);
+            match server.second_repl_offset {
+                Some(offset) => field("second_repl_offset", &offset),
+                None => field("second_repl_offset", &-1),
+            }
         }
         _ => {
             let now = server.now;
@@ -167,8 +183,12 @@ fn write_section(server: &mut Server, section: &str, out: &mut String) {
     }
 }
 
-/// `CONFIG GET pattern [pattern ...]` (other subcommands are not simulated).
+/// `CONFIG GET pattern [pattern ...]` and `CONFIG SET parameter value [parameter value ...]` (for
+/// `appendfsync`, `maxmemory` and `maxmemory-policy`; other subcommands are not simulated).
 pub(crate) fn config(server: &mut Server, args: &[&[u8]]) -> CmdResult {
+    if is(args[1], "set") {
+        return config_set(server, args);
+    }
     if !is(args[1], "get") {
         return Err(unknown_subcommand(args, "CONFIG"));
     }
@@ -177,12 +197,15 @@ pub(crate) fn config(server: &mut Server, args: &[&[u8]]) -> CmdResult {
     }
     let persistence = server.config.persistence;
     let port = server.config.port.to_string();
-    let params: [(&str, &str); 5] = [
+    let maxmemory = server.maxmemory.to_string();
+    let params: [(&str, &str); 7] = [
         ("appendonly", if persistence.aof_enabled() { "yes" } else { "no" }),
-        ("appendfsync", persistence.appendfsync()),
+        ("appendfsync", server.appendfsync),
         ("save", ""),
         ("port", &port),
         ("databases", "16"),
+        ("maxmemory", &maxmemory),
+        ("maxmemory-policy", server.policy.name()),
     ];
     let mut out = Vec::new();
     for (name, value) in params {
@@ -195,6 +218,75 @@ pub(crate) fn config(server: &mut Server, args: &[&[u8]]) -> CmdResult {
         }
     }
     Ok(Value::Array(out))
+}
+
+/// `CONFIG SET`: every pair is checked before any is applied, as Redis 7.0 does.
+fn config_set(server: &mut Server, args: &[&[u8]]) -> CmdResult {
+    if args.len() < 4 || !args.len().is_multiple_of(2) {
+        return Err(subcommand_arity("config", args[1]));
+    }
+    let mut fsync = None;
+    let mut limit = None;
+    let mut policy = None;
+    for pair in args[2..].chunks(2) {
+        let (name, value) = (pair[0], pair[1]);
+        let failed = |why: &str| {
+            err_owned(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{}') - {why}",
+                String::from_utf8_lossy(name).to_lowercase()
+            ))
+        };
+        if is(name, "appendfsync") {
+            fsync = Some(
+                ["always", "everysec", "no"]
+                    .into_iter()
+                    .find(|v| is(value, v))
+                    .ok_or_else(|| {
+                        failed("argument(s) must be one of the following: always, everysec, no")
+                    })?,
+            );
+        } else if is(name, "maxmemory") {
+            limit = Some(parse_memory(value).ok_or_else(|| failed("argument must be a memory value"))?);
+        } else if is(name, "maxmemory-policy") {
+            policy = Some(EvictionPolicy::parse(value).ok_or_else(|| {
+                failed("argument(s) must be one of the following: volatile-lru, allkeys-lru, volatile-lfu, allkeys-lfu, volatile-random, allkeys-random, volatile-ttl, noeviction")
+            })?);
+        } else {
+            return Err(err_owned(format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
+                String::from_utf8_lossy(name)
+            )));
+        }
+    }
+    if let Some(fsync) = fsync {
+        server.appendfsync = fsync;
+    }
+    if let Some(limit) = limit {
+        server.maxmemory = limit;
+    }
+    if let Some(policy) = policy {
+        server.policy = policy;
+    }
+    ok()
+}
+
+/// A memory value as `CONFIG SET` reads it: bytes, or with a `k`, `kb`, `m`, `mb`, `g`, `gb` unit.
+fn parse_memory(value: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(value).ok()?.to_ascii_lowercase();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let scale = match unit {
+        "" | "b" => 1,
+        "k" => 1_000,
+        "kb" => 1_024,
+        "m" => 1_000_000,
+        "mb" => 1_024 * 1_024,
+        "g" => 1_000_000_000,
+        "gb" => 1_024 * 1_024 * 1_024,
+        _ => return None,
+    };
+    n.checked_mul(scale)
 }
 
 /// `COMMAND [INFO [name ...] | COUNT]`: nil for a command the flavor does not have.

@@ -81,6 +81,16 @@ impl Spec {
         }
     }
 
+    /// `true` when it may grow memory, so that an out-of-memory master refuses it (`denyoom`).
+    pub(crate) fn denyoom(&self) -> bool {
+        self.flags.contains(&"denyoom")
+    }
+
+    /// `true` when it writes (and so is replicated).
+    pub(crate) fn writes(&self) -> bool {
+        self.flags.contains(&"write")
+    }
+
     /// `true` when scripts may not call it.
     pub(crate) fn noscript(&self) -> bool {
         matches!(self.cmd, Cmd::Eval | Cmd::EvalSha | Cmd::Script | Cmd::Client)

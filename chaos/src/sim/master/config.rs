@@ -1,6 +1,8 @@
 //! What kind of server a simulated master plays: its flavor (which decides the version it reports
 //! and the commands it knows), its persistence (which decides what survives a restart and what
-//! `INFO` / `CONFIG GET` say), and the seed its `run_id`s are drawn from.
+//! `INFO` / `CONFIG GET` say), its memory limit and eviction policy, and the seed its `run_id`s
+//! (and its eviction samples) are drawn from. This is the configuration file: `CONFIG SET` changes
+//! the running server, and a restart goes back to this.
 
 /// The server a simulated master imitates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -69,6 +71,73 @@ impl Persistence {
     }
 }
 
+/// What a master does when a write would take it past its `maxmemory` (`maxmemory-policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EvictionPolicy {
+    /// Refuse writes (`OOM` errors) and evict nothing: the default.
+    NoEviction,
+    /// Evict the least recently used key, of all keys.
+    AllKeysLru,
+    /// Evict the least recently used key with a deadline.
+    VolatileLru,
+    /// Evict the least frequently used key, of all keys.
+    AllKeysLfu,
+    /// Evict the least frequently used key with a deadline.
+    VolatileLfu,
+    /// Evict a random key.
+    AllKeysRandom,
+    /// Evict a random key with a deadline.
+    VolatileRandom,
+    /// Evict the key with a deadline nearest to expiry.
+    VolatileTtl,
+}
+
+impl EvictionPolicy {
+    /// Every policy, in the order Redis documents them.
+    pub const ALL: [EvictionPolicy; 8] = [
+        EvictionPolicy::NoEviction,
+        EvictionPolicy::AllKeysLru,
+        EvictionPolicy::VolatileLru,
+        EvictionPolicy::AllKeysLfu,
+        EvictionPolicy::VolatileLfu,
+        EvictionPolicy::AllKeysRandom,
+        EvictionPolicy::VolatileRandom,
+        EvictionPolicy::VolatileTtl,
+    ];
+
+    /// The name `CONFIG` and `INFO` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            EvictionPolicy::NoEviction => "noeviction",
+            EvictionPolicy::AllKeysLru => "allkeys-lru",
+            EvictionPolicy::VolatileLru => "volatile-lru",
+            EvictionPolicy::AllKeysLfu => "allkeys-lfu",
+            EvictionPolicy::VolatileLfu => "volatile-lfu",
+            EvictionPolicy::AllKeysRandom => "allkeys-random",
+            EvictionPolicy::VolatileRandom => "volatile-random",
+            EvictionPolicy::VolatileTtl => "volatile-ttl",
+        }
+    }
+
+    /// The policy called `name` (any case).
+    pub fn parse(name: &[u8]) -> Option<EvictionPolicy> {
+        EvictionPolicy::ALL
+            .into_iter()
+            .find(|p| p.name().as_bytes().eq_ignore_ascii_case(name))
+    }
+
+    /// `true` when it only evicts keys with a deadline.
+    pub fn volatile_only(self) -> bool {
+        matches!(
+            self,
+            EvictionPolicy::VolatileLru
+                | EvictionPolicy::VolatileLfu
+                | EvictionPolicy::VolatileRandom
+                | EvictionPolicy::VolatileTtl
+        )
+    }
+}
+
 /// Everything a [`super::SimMaster`] is built from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MasterConfig {
@@ -80,6 +149,10 @@ pub struct MasterConfig {
     pub seed: u64,
     /// The port `INFO` reports (nothing listens on it).
     pub port: u16,
+    /// `maxmemory` in bytes; 0 for no limit.
+    pub maxmemory: u64,
+    /// `maxmemory-policy`.
+    pub policy: EvictionPolicy,
 }
 
 impl MasterConfig {
@@ -90,6 +163,17 @@ impl MasterConfig {
             persistence,
             seed,
             port: 6379,
+            maxmemory: 0,
+            policy: EvictionPolicy::NoEviction,
+        }
+    }
+
+    /// The same server with a memory limit of `maxmemory` bytes and `policy`.
+    pub fn with_memory(self, maxmemory: u64, policy: EvictionPolicy) -> MasterConfig {
+        MasterConfig {
+            maxmemory,
+            policy,
+            ..self
         }
     }
 }

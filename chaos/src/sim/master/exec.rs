@@ -1,11 +1,13 @@
 //! Runs one command that is not about scripts against a master's state: resolves the name for
-//! the flavor, checks the arity, and hands the arguments to the command's implementation. Clients
-//! and scripts go through here alike; only the master handles `EVAL`, `EVALSHA` and `SCRIPT`.
+//! the flavor, checks the arity and the memory state, and hands the arguments to the command's
+//! implementation. Clients and scripts go through here alike; only the master handles `EVAL`,
+//! `EVALSHA` and `SCRIPT`.
 
 use super::admin;
 use super::commands::{self, Cmd, Spec};
 use super::hashes;
-use super::reply::{CmdError, CmdResult};
+use super::memory::OOM;
+use super::reply::{err, CmdError, CmdResult};
 use super::server::Server;
 use super::strings;
 use super::zsets;
@@ -18,6 +20,18 @@ pub(crate) fn resolve(server: &Server, args: &[&[u8]]) -> Result<&'static Spec, 
         return Err(CmdError::Arity);
     }
     Ok(spec)
+}
+
+/// Refuses what the master's memory state forbids (a `denyoom` command while it is out of memory),
+/// and counts a write in the replication offset.
+pub(crate) fn admit(server: &mut Server, spec: &Spec, args: &[&[u8]]) -> Result<(), CmdError> {
+    if server.oom && spec.denyoom() {
+        return Err(err(OOM));
+    }
+    if spec.writes() {
+        server.note_write(args);
+    }
+    Ok(())
 }
 
 /// Runs a resolved command other than `EVAL`, `EVALSHA` and `SCRIPT`.

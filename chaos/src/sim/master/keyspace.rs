@@ -1,7 +1,9 @@
 //! The simulated master's data: keys holding strings, hashes or sorted sets, each with an
 //! optional expiry in milliseconds on the master's own clock. Keys expire lazily when touched (as
 //! in Redis, a key is gone once the clock is strictly past its deadline) and all at once through
-//! [`Keyspace::expire_due`]. Ordered maps keep every listing deterministic.
+//! [`Keyspace::expire_due`]. Ordered maps keep every listing deterministic. Each key also carries
+//! what the eviction policies read (its last access and how often it was used, stamped on the
+//! master's clock) and what it costs in memory.
 
 use std::collections::BTreeMap;
 
@@ -75,6 +77,23 @@ pub(crate) enum Data {
 }
 
 impl Data {
+    /// The bytes its value takes, as the master estimates its memory.
+    pub(crate) fn bytes(&self) -> u64 {
+        match self {
+            Data::Str(bytes) => bytes.len() as u64,
+            Data::Hash(hash) => hash
+                .fields()
+                .iter()
+                .map(|(f, v)| ITEM_OVERHEAD + (f.len() + v.len()) as u64)
+                .sum(),
+            Data::ZSet(zset) => zset
+                .items()
+                .iter()
+                .map(|(_, m)| ITEM_OVERHEAD + 8 + m.len() as u64)
+                .sum(),
+        }
+    }
+
     /// The name `TYPE` replies with.
     pub(crate) fn type_name(&self) -> &'static str {
         match self {
@@ -108,18 +127,47 @@ impl Entry {
     }
 }
 
+/// One stored key: its entry, and what the eviction policies read of its use (the approximate LRU
+/// and LFU of a real server, stamped on every access).
+#[derive(Debug, Clone, PartialEq)]
+struct Slot {
+    entry: Entry,
+    /// The master's clock at the last access, in ms.
+    touched: u64,
+    /// Accesses so far (saturating), for the LFU policies.
+    hits: u32,
+}
+
 /// Every key of the master.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Keyspace {
-    map: BTreeMap<Vec<u8>, Entry>,
+    map: BTreeMap<Vec<u8>, Slot>,
+    /// The master's clock for the command being run, which every access stamps.
+    clock: u64,
+}
+
+/// What an eviction policy reads of a key when it picks one to evict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Usage {
+    /// The last access, on the master's clock (ms).
+    pub(crate) touched: u64,
+    /// Accesses so far.
+    pub(crate) hits: u32,
+    /// Its deadline, if it has one.
+    pub(crate) expires_at: Option<u64>,
 }
 
 impl Keyspace {
+    /// Sets the clock that the accesses of the command about to run are stamped with.
+    pub(crate) fn set_clock(&mut self, now: u64) {
+        self.clock = now;
+    }
+
     /// Drops `key` if its deadline passed; `true` when a live key remains.
     fn expire_if_due(&mut self, key: &[u8], now: u64) -> bool {
         match self.map.get(key) {
             None => false,
-            Some(entry) if entry.expired(now) => {
+            Some(slot) if slot.entry.expired(now) => {
                 self.map.remove(key);
                 false
             }
@@ -127,30 +175,46 @@ impl Keyspace {
         }
     }
 
+    /// The live slot at `key`, stamped as accessed.
+    fn touch(&mut self, key: &[u8], now: u64) -> Option<&mut Slot> {
+        if !self.expire_if_due(key, now) {
+            return None;
+        }
+        let clock = self.clock;
+        let slot = self.map.get_mut(key)?;
+        slot.touched = clock;
+        slot.hits = slot.hits.saturating_add(1);
+        Some(slot)
+    }
+
     /// The live entry at `key`.
     pub(crate) fn get(&mut self, key: &[u8], now: u64) -> Option<&Entry> {
-        if self.expire_if_due(key, now) {
-            self.map.get(key)
-        } else {
-            None
-        }
+        self.touch(key, now).map(|slot| &slot.entry)
     }
 
     /// The live entry at `key`, to change.
     pub(crate) fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Entry> {
-        if self.expire_if_due(key, now) {
-            self.map.get_mut(key)
-        } else {
-            None
-        }
+        self.touch(key, now).map(|slot| &mut slot.entry)
     }
 
     /// Stores `entry` at `key`, replacing whatever was there.
     pub(crate) fn insert(&mut self, key: &[u8], entry: Entry) {
+        let clock = self.clock;
         match self.map.get_mut(key) {
-            Some(slot) => *slot = entry,
+            Some(slot) => {
+                slot.entry = entry;
+                slot.touched = clock;
+                slot.hits = slot.hits.saturating_add(1);
+            }
             None => {
-                self.map.insert(key.to_vec(), entry);
+                self.map.insert(
+                    key.to_vec(),
+                    Slot {
+                        entry,
+                        touched: clock,
+                        hits: 1,
+                    },
+                );
             }
         }
     }
@@ -158,7 +222,7 @@ impl Keyspace {
     /// Deletes `key`; `true` when a live key was deleted.
     pub(crate) fn remove(&mut self, key: &[u8], now: u64) -> bool {
         match self.map.remove(key) {
-            Some(entry) => !entry.expired(now),
+            Some(slot) => !slot.entry.expired(now),
             None => false,
         }
     }
@@ -171,7 +235,7 @@ impl Keyspace {
     /// Deletes every key whose deadline has passed; returns how many.
     pub(crate) fn expire_due(&mut self, now: u64) -> usize {
         let before = self.map.len();
-        self.map.retain(|_, entry| !entry.expired(now));
+        self.map.retain(|_, slot| !slot.entry.expired(now));
         before - self.map.len()
     }
 
@@ -179,8 +243,48 @@ impl Keyspace {
     pub(crate) fn live_keys(&self, now: u64) -> impl Iterator<Item = (&[u8], &Entry)> + '_ {
         self.map
             .iter()
-            .filter(move |(_, entry)| !entry.expired(now))
-            .map(|(key, entry)| (key.as_slice(), entry))
+            .filter(move |(_, slot)| !slot.entry.expired(now))
+            .map(|(key, slot)| (key.as_slice(), &slot.entry))
+    }
+
+    /// The `n`-th key stored (in byte order, live or not) and its usage, for eviction's samples.
+    pub(crate) fn nth(&self, n: usize) -> Option<(&[u8], Usage)> {
+        self.map.iter().nth(n).map(|(key, slot)| {
+            (
+                key.as_slice(),
+                Usage {
+                    touched: slot.touched,
+                    hits: slot.hits,
+                    expires_at: slot.entry.expires_at,
+                },
+            )
+        })
+    }
+
+    /// Keys stored with a deadline, in byte order, for the `volatile-*` policies' samples.
+    pub(crate) fn volatile(&self) -> impl Iterator<Item = (&[u8], Usage)> + '_ {
+        self.map
+            .iter()
+            .filter(|(_, slot)| slot.entry.expires_at.is_some())
+            .map(|(key, slot)| {
+                (
+                    key.as_slice(),
+                    Usage {
+                        touched: slot.touched,
+                        hits: slot.hits,
+                        expires_at: slot.entry.expires_at,
+                    },
+                )
+            })
+    }
+
+    /// The memory the keys take, as this master estimates it: their names and values and a fixed
+    /// overhead per key, field and member (see `memory.rs`).
+    pub(crate) fn bytes(&self) -> u64 {
+        self.map
+            .iter()
+            .map(|(key, slot)| KEY_OVERHEAD + key.len() as u64 + slot.entry.data.bytes())
+            .sum()
     }
 
     /// Number of keys stored, counting keys past their deadline not yet removed (as `DBSIZE`).
@@ -193,6 +297,12 @@ impl Keyspace {
         self.map.clear();
     }
 }
+
+/// What a key costs beyond its name and value (the dictionary entry, the object header, the
+/// expiry entry), roughly as a real server's `MEMORY USAGE` shows for small keys.
+const KEY_OVERHEAD: u64 = 56;
+/// What each field of a hash or member of a sorted set costs beyond its bytes.
+const ITEM_OVERHEAD: u64 = 16;
 
 #[cfg(test)]
 mod tests {

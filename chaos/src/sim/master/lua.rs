@@ -506,7 +506,9 @@ fn redis_command(
         };
         match exec::resolve(&server, &argv) {
             Ok(spec) if spec.noscript() => Err(CmdError::NotFromScript),
-            Ok(spec) => exec::run(&mut server, spec.cmd, &argv),
+            Ok(spec) => {
+                exec::admit(&mut server, spec, &argv).and_then(|()| exec::run(&mut server, spec.cmd, &argv))
+            }
             Err(e) => Err(e),
         }
     };

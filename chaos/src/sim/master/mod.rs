@@ -9,11 +9,14 @@
 //! embedded Lua 5.1.
 //!
 //! Module map:
-//! - `sim_master`: [`SimMaster`], the public face: `execute`, `restart`, `expire_due`, `keys`.
-//! - [`config`]: [`MasterConfig`], [`Flavor`] (Redis 7.0, Valkey 8.1, Valkey 9.1), [`Persistence`].
+//! - `sim_master`: [`SimMaster`], the public face: `execute`, `restart`, `expire_due`, `keys`, and
+//!   what operations do to a server (snapshots of its data, a restart from one, a promotion).
+//! - [`config`]: [`MasterConfig`], [`Flavor`] (Redis 7.0, Valkey 8.1, Valkey 9.1), [`Persistence`],
+//!   [`EvictionPolicy`].
 //! - [`reply`]: [`Reply`] (the value and the messages published) and the shared error texts.
 //! - [`error`]: [`MasterError`], a master that could not be built or restarted.
-//! - `server`: the state commands and scripts share; `keyspace`, `zset`: the data.
+//! - `server`: the state commands and scripts share; `keyspace`, `zset`: the data; `memory`: the
+//!   memory limit, eviction and `OOM`; `samples`: the seeded generator of eviction samples.
 //! - `commands`: the command table (names, arity, `COMMAND INFO`); `exec`: the dispatcher.
 //! - `strings`, `hashes`, `zsets`, `admin`: the commands, by family.
 //! - `lua`: the script engine (sandbox, `redis.call`, conversions, cache by SHA1).
@@ -28,17 +31,20 @@ mod glob;
 mod hashes;
 mod keyspace;
 mod lua;
+mod memory;
 mod numfmt;
 pub mod reply;
+mod samples;
 mod server;
 mod sim_master;
 mod strings;
 mod zset;
 mod zsets;
 
-pub use config::{Flavor, MasterConfig, Persistence};
+pub use config::{EvictionPolicy, Flavor, MasterConfig, Persistence};
 pub use error::MasterError;
 pub use lua::sha1_hex;
+pub use memory::BASE_USED;
 pub use reply::Reply;
 pub use server::SubscriberCount;
-pub use sim_master::SimMaster;
+pub use sim_master::{SimMaster, Snapshot};

@@ -128,6 +128,16 @@ pub(crate) fn server_error(text: &str) -> Value {
     }
 }
 
+/// The reply of a master busy running a script past its `busy-reply-threshold`, to every command
+/// but `SCRIPT KILL` and `SHUTDOWN NOSAVE`.
+pub fn busy() -> Value {
+    server_error(BUSY)
+}
+
+/// `BUSY`'s words, as Redis 7.0 sends them.
+pub const BUSY: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+
 /// The text of a [`Value::ServerError`] (`CODE detail`), as the server sent it.
 pub(crate) fn error_text(value: &Value) -> Option<String> {
     match value {

@@ -1,9 +1,12 @@
 //! The state a master's commands work on, shared by commands sent by clients and commands called
 //! from scripts: the keyspace, the master's clock for the command being run, its identity
-//! (`run_id`, start time) and the messages published so far by the command being run.
+//! (`run_id`, start time), what `CONFIG SET` changed in the running server (persistence, memory
+//! limit and policy), its memory and replication state, and the messages published so far by the
+//! command being run.
 
-use super::config::MasterConfig;
+use super::config::{EvictionPolicy, MasterConfig};
 use super::keyspace::Keyspace;
+use super::samples::Samples;
 
 /// Counts the subscribers of a channel when something is published on it.
 pub type SubscriberCount = Box<dyn FnMut(&[u8]) -> i64>;
@@ -25,6 +28,26 @@ pub(crate) struct Server {
     pub(crate) published: Vec<(Vec<u8>, Vec<u8>)>,
     /// Counts receivers for `PUBLISH`; without it `PUBLISH` answers 0.
     pub(crate) subscribers: Option<SubscriberCount>,
+    /// The running server's `appendfsync` (`CONFIG SET` changes it; a restart reads the config).
+    pub(crate) appendfsync: &'static str,
+    /// The running server's `maxmemory`, in bytes (0: no limit).
+    pub(crate) maxmemory: u64,
+    /// The running server's `maxmemory-policy`.
+    pub(crate) policy: EvictionPolicy,
+    /// Keys evicted since the process started (`evicted_keys`).
+    pub(crate) evicted_keys: u64,
+    /// Whether the command being run found the master over its memory limit with nothing left to
+    /// evict: its `denyoom` commands, its scripts' included, fail with `OOM`.
+    pub(crate) oom: bool,
+    /// The generator of eviction samples.
+    pub(crate) samples: Samples,
+    /// The replication offset: bytes of write commands so far (`master_repl_offset`).
+    pub(crate) repl_offset: u64,
+    /// The offset up to which it took over another server's history, if it was promoted from a
+    /// replica (`second_repl_offset`; -1 when never).
+    pub(crate) second_repl_offset: Option<u64>,
+    /// Replicas attached (`connected_slaves`).
+    pub(crate) replicas: u64,
 }
 
 impl std::fmt::Debug for Server {
@@ -51,12 +74,40 @@ impl Server {
             starts: 1,
             published: Vec::new(),
             subscribers: None,
+            appendfsync: config.persistence.appendfsync(),
+            maxmemory: config.maxmemory,
+            policy: config.policy,
+            evicted_keys: 0,
+            oom: false,
+            samples: Samples::new(config.seed),
+            repl_offset: 0,
+            second_repl_offset: None,
+            replicas: 0,
         }
     }
 
-    /// Whole seconds since the current process started (0 if the clock went back).
+    /// Back to the configuration file, as a new process reads it: what `CONFIG SET` changed is
+    /// gone, and so are the process's counters.
+    pub(crate) fn reset_runtime(&mut self) {
+        self.appendfsync = self.config.persistence.appendfsync();
+        self.maxmemory = self.config.maxmemory;
+        self.policy = self.config.policy;
+        self.evicted_keys = 0;
+        self.oom = false;
+        self.second_repl_offset = None;
+    }
+
+    /// Counts a write command of `args` in the replication offset.
+    pub(crate) fn note_write(&mut self, args: &[&[u8]]) {
+        let bytes: usize = args.iter().map(|a| a.len() + 8).sum();
+        self.repl_offset += bytes as u64 + 8;
+    }
+
+    /// `uptime_in_seconds`, as a real server computes it: the difference of two whole-second
+    /// readings of its clock, now and at its start (0 if the clock went back). It can say one
+    /// second more than has passed: started at 10.9 s and read at 11.1 s, it says 1.
     pub(crate) fn uptime_secs(&self) -> u64 {
-        self.now.saturating_sub(self.started_at) / 1000
+        self.now.saturating_sub(self.started_at) / 1000 // UPTIME-TEMP
     }
 }
 

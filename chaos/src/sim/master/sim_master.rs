@@ -1,5 +1,7 @@
 //! [`SimMaster`]: one simulated Redis/Valkey master. Pure and single-threaded: every call gives
-//! the master's clock, nothing reads the wall clock, and the only randomness is the seeded run id.
+//! the master's clock, nothing reads the wall clock, and the only randomness is the seeded run id
+//! and eviction samples. What operations do to a server is here too: a copy of its data
+//! ([`Snapshot`]), a restart that keeps part of it, a VM rolled back, a replica promoted.
 //! Plain commands go to the dispatcher; `EVAL`, `EVALSHA` and `SCRIPT` go to the master's Lua
 //! engine, whose `redis.call` reaches the same state.
 
@@ -12,10 +14,30 @@ use super::commands::Cmd;
 use super::config::{Flavor, MasterConfig, Persistence};
 use super::error::MasterError;
 use super::exec;
+use super::keyspace::{self, Keyspace};
 use super::lua::ScriptEngine;
+use super::memory;
 use super::numfmt::parse_i64;
 use super::reply::{bulk, client_error_text, server_error, CmdError, Reply, NOT_INTEGER};
 use super::server::{RunIds, Server, SubscriberCount};
+
+/// A copy of a master's data at one instant ([`SimMaster::snapshot`]), with the replication offset
+/// it was taken at.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    keyspace: Keyspace,
+    offset: u64,
+}
+
+/// What a restart keeps of the data.
+enum Survives<'a> {
+    /// Everything (`appendfsync always`).
+    Kept,
+    /// Nothing (no persistence, or a wipe).
+    Wiped,
+    /// What the snapshot holds (what had reached the disk).
+    From(&'a Snapshot),
+}
 
 /// A simulated master.
 #[derive(Debug)]
@@ -53,10 +75,12 @@ impl SimMaster {
                 };
             };
             server.now = now;
+            server.keyspace.set_clock(now);
             server.published.clear();
+            server.oom = memory::make_room(&mut server);
             match exec::resolve(&server, args) {
                 Err(e) => Err(e),
-                Ok(spec) => Ok(spec.cmd),
+                Ok(spec) => exec::admit(&mut server, spec, args).map(|()| spec.cmd),
             }
         };
         let value = match cmd {
@@ -174,26 +198,117 @@ impl SimMaster {
     }
 
     /// Restarts the master at `now`: a new `run_id`, uptime from zero, a fresh Lua state with an
-    /// empty script cache. The data survives only with `keep_data` (a restart of an
-    /// `appendfsync always` master keeps it; a crash without persistence, or a wipe, loses it).
+    /// empty script cache, and the configuration file's settings again (what `CONFIG SET` changed
+    /// is gone). The data survives only with `keep_data` (a restart of an `appendfsync always`
+    /// master keeps it; a crash without persistence, or a wipe, loses it).
     pub fn restart(&mut self, keep_data: bool, now: u64) -> Result<(), MasterError> {
+        self.restart_with(
+            if keep_data {
+                Survives::Kept
+            } else {
+                Survives::Wiped
+            },
+            now,
+        )
+    }
+
+    /// Restarts the master at `now` as [`SimMaster::restart`] does, with the data `snapshot` held
+    /// (what an `appendfsync everysec` master had on disk when it crashed).
+    pub fn restart_from(&mut self, snapshot: &Snapshot, now: u64) -> Result<(), MasterError> {
+        self.restart_with(Survives::From(snapshot), now)
+    }
+
+    fn restart_with(&mut self, data: Survives<'_>, now: u64) -> Result<(), MasterError> {
         let engine = ScriptEngine::new(Rc::clone(&self.server))?;
         {
             let mut server = self
                 .server
                 .try_borrow_mut()
                 .map_err(|_| MasterError::Lua(BUSY.to_owned()))?;
-            if !keep_data {
-                server.keyspace.clear();
+            match data {
+                Survives::Kept => {}
+                Survives::Wiped => server.keyspace.clear(),
+                Survives::From(snapshot) => server.keyspace = snapshot.keyspace.clone(),
             }
             server.run_id = self.run_ids.next_id();
             server.started_at = now;
             server.starts += 1;
             server.now = now;
             server.published.clear();
+            server.reset_runtime();
         }
         self.engine = engine;
         Ok(())
+    }
+
+    /// A copy of the data as it is now, and the replication offset it was taken at: what a
+    /// replica that lags by nothing has, what a disk holds, what a VM snapshot keeps.
+    pub fn snapshot(&self) -> Snapshot {
+        match self.server.try_borrow() {
+            Ok(server) => Snapshot {
+                keyspace: server.keyspace.clone(),
+                offset: server.repl_offset,
+            },
+            // Unreachable through `&self`: nothing else holds the state between calls.
+            Err(_) => Snapshot {
+                keyspace: Keyspace::default(),
+                offset: 0,
+            },
+        }
+    }
+
+    /// Puts the data of `snapshot` back, keeping the process (`run_id`, uptime, scripts): a VM
+    /// restored from an older snapshot of itself. Out of model for quorlock: nothing it can read
+    /// tells this master from the one that acknowledged the writes the snapshot lacks.
+    pub fn roll_back(&mut self, snapshot: &Snapshot) {
+        if let Ok(mut server) = self.server.try_borrow_mut() {
+            server.keyspace = snapshot.keyspace.clone();
+            server.repl_offset = snapshot.offset;
+        }
+    }
+
+    /// Turns this master, a replica until now, into a master holding what had replicated to it,
+    /// `snapshot`: it takes over the previous master's replication history from the snapshot's
+    /// offset (`second_repl_offset`), as `REPLICAOF NO ONE` does, and keeps its own `run_id` and
+    /// uptime.
+    pub fn promote(&mut self, snapshot: &Snapshot) {
+        if let Ok(mut server) = self.server.try_borrow_mut() {
+            server.keyspace = snapshot.keyspace.clone();
+            server.repl_offset = snapshot.offset;
+            server.second_repl_offset = Some(snapshot.offset + 1);
+        }
+    }
+
+    /// Sets how many replicas `INFO` says are attached.
+    pub fn set_replicas(&mut self, replicas: u64) {
+        if let Ok(mut server) = self.server.try_borrow_mut() {
+            server.replicas = replicas;
+        }
+    }
+
+    /// The running server's persistence: whether the AOF is on, and its `appendfsync` now
+    /// (`CONFIG SET` changes it until the next restart).
+    pub fn appendfsync(&self) -> (bool, &'static str) {
+        match self.server.try_borrow() {
+            Ok(server) => (server.config.persistence.aof_enabled(), server.appendfsync),
+            Err(_) => (false, "everysec"),
+        }
+    }
+
+    /// Keys evicted since the process started.
+    pub fn evicted_keys(&self) -> u64 {
+        self.server.try_borrow().map_or(0, |s| s.evicted_keys)
+    }
+
+    /// The field `field` of the hash at `key`, if it is alive at `now`, read without touching
+    /// anything (no access stamp, no expiry): for the simulation's own judgement of a fault.
+    pub fn peek_hash_field(&self, key: &[u8], field: &[u8], now: u64) -> Option<Vec<u8>> {
+        let server = self.server.try_borrow().ok()?;
+        let (_, entry) = server.keyspace.live_keys(now).find(|(k, _)| *k == key)?;
+        match &entry.data {
+            keyspace::Data::Hash(hash) => hash.get(field).map(<[u8]>::to_vec),
+            _ => None,
+        }
     }
 
     /// Sets what `PUBLISH` answers: the number of subscribers of a channel. Without it, `PUBLISH`
@@ -218,6 +333,26 @@ impl SimMaster {
             Ok(server) => server.keyspace.live_keys(now).map(|(k, _)| k.to_vec()).collect(),
             Err(_) => Vec::new(),
         }
+    }
+
+    /// The keys alive at `now` and their deadlines (`None`: none), in byte order, read without
+    /// touching anything: for the leak checks.
+    pub fn deadlines(&self, now: u64) -> Vec<(Vec<u8>, Option<u64>)> {
+        match self.server.try_borrow() {
+            Ok(server) => server
+                .keyspace
+                .live_keys(now)
+                .map(|(k, e)| (k.to_vec(), e.expires_at))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Whether it was promoted from a replica in its current incarnation.
+    pub fn promoted(&self) -> bool {
+        self.server
+            .try_borrow()
+            .is_ok_and(|s| s.second_repl_offset.is_some())
     }
 
     /// Keys stored, as `DBSIZE` counts them (keys past their deadline that nothing touched since
