@@ -49,13 +49,9 @@ impl Inner {
         ttl: Duration,
         plan: Option<RetryPlan>,
     ) -> Result<Guard, AcquireError> {
-        kind.check()?;
-        let timing = self.check_ttl(ttl)?;
-        let kind = Arc::new(kind);
-        let won = self
-            .acquire_with(&*kind, plan, || self.attempt(&kind, timing))
-            .await?;
-        Ok(self.guard_of(&*kind, won, timing))
+        let (kind, timing) = self.checked(kind, ttl)?;
+        let won = self.acquire_with(&*kind, plan, || self.attempt(&kind, timing));
+        Ok(self.guard_of(&*kind, won.await?, timing))
     }
 
     /// Acquires `kind` for `ttl` with a fencing token: each attempt is a fenced acquisition (both
@@ -66,14 +62,17 @@ impl Inner {
         ttl: Duration,
         plan: Option<RetryPlan>,
     ) -> Result<Guard, AcquireError> {
+        let (kind, timing) = self.checked(kind, ttl)?;
+        let won = self.acquire_with(&*kind, plan, || {
+            fenced::attempt(self.round(), self.ctx(), &*kind, timing)
+        });
+        Ok(self.guard_of(&*kind, won.await?, timing))
+    }
+
+    /// Checks `kind`'s arguments and `ttl` before anything is sent.
+    fn checked<K: Kind>(&self, kind: K, ttl: Duration) -> Result<(Arc<K>, Timing), AcquireError> {
         kind.check()?;
-        let timing = self.check_ttl(ttl)?;
-        let won = self
-            .acquire_with(&kind, plan, || {
-                fenced::attempt(self.round(), self.ctx(), &kind, timing)
-            })
-            .await?;
-        Ok(self.guard_of(&kind, won, timing))
+        Ok((Arc::new(kind), self.check_ttl(ttl)?))
     }
 
     /// Runs `attempt` once, or within `plan`, and takes the kind's waiter off the masters on the
