@@ -374,7 +374,7 @@ impl<'a> Lock<'a> {
         let inner = &self.client.inner;
         let ctx = inner.ctx();
         let ttl = self.ttl;
-        match (&self.target, self.kind, self.fenced) {
+        match (self.target, self.kind, self.fenced) {
             (Target::One(resource), Kind::Plain, false) => {
                 inner.acquire(Plain::new(&ctx, resource), ttl, plan).await
             }
@@ -398,7 +398,7 @@ impl<'a> Lock<'a> {
             (Target::One(resource), Kind::Reentrant(owner), false) => {
                 tracing::Span::current().record("owner", owner.as_str());
                 inner
-                    .acquire(Reentrant::new(&ctx, resource, &owner), ttl, plan)
+                    .acquire(Reentrant::new(&ctx, resource, owner), ttl, plan)
                     .await
             }
             (Target::One(resource), Kind::Fair(options), false) => {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
+use redis::Value;
 use tracing::{debug, warn, Span};
 
 use super::{Guard, Inner};
@@ -30,7 +31,7 @@ use crate::mechanisms::retry::policy::{
 };
 use crate::mechanisms::retry::retry;
 use crate::mechanisms::round::Read;
-use crate::seam::link::Masters;
+use crate::seam::link::{CallRequest, Masters};
 
 impl Inner {
     /// What a kind may use to build its keys and holds.
@@ -49,9 +50,9 @@ impl Inner {
         ttl: Duration,
         plan: Option<RetryPlan>,
     ) -> Result<Guard, AcquireError> {
-        let (kind, timing) = self.checked(kind, ttl)?;
-        let won = self.acquire_with(&*kind, plan, || self.attempt(&kind, timing));
-        Ok(self.guard_of(&*kind, won.await?, timing))
+        let timing = self.checked(&kind, ttl)?;
+        let won = self.acquire_with(&kind, plan, || self.attempt(&kind, timing));
+        Ok(self.guard_of(&kind, won.await?, timing))
     }
 
     /// Acquires `kind` for `ttl` with a fencing token: each attempt is a fenced acquisition (both
@@ -62,17 +63,17 @@ impl Inner {
         ttl: Duration,
         plan: Option<RetryPlan>,
     ) -> Result<Guard, AcquireError> {
-        let (kind, timing) = self.checked(kind, ttl)?;
-        let won = self.acquire_with(&*kind, plan, || {
-            fenced::attempt(self.round(), self.ctx(), &*kind, timing)
+        let timing = self.checked(&kind, ttl)?;
+        let won = self.acquire_with(&kind, plan, || {
+            fenced::attempt(self.round(), self.ctx(), &kind, timing)
         });
-        Ok(self.guard_of(&*kind, won.await?, timing))
+        Ok(self.guard_of(&kind, won.await?, timing))
     }
 
     /// Checks `kind`'s arguments and `ttl` before anything is sent.
-    fn checked<K: Kind>(&self, kind: K, ttl: Duration) -> Result<(Arc<K>, Timing), AcquireError> {
+    fn checked<K: Kind>(&self, kind: &K, ttl: Duration) -> Result<Timing, AcquireError> {
         kind.check()?;
-        Ok((Arc::new(kind), self.check_ttl(ttl)?))
+        Ok(self.check_ttl(ttl)?)
     }
 
     /// Runs `attempt` once, or within `plan`, and takes the kind's waiter off the masters on the
@@ -180,7 +181,7 @@ impl Inner {
 
     /// One attempt at `kind`: a round, and another at once while the kind says so (a semaphore
     /// aiming at another slot).
-    async fn attempt<K: Kind>(&self, kind: &Arc<K>, timing: Timing) -> Result<Won<K::Hold>, AcquireError> {
+    async fn attempt<K: Kind>(&self, kind: &K, timing: Timing) -> Result<Won<K::Hold>, AcquireError> {
         let ttl_ms = ttl_millis(timing.ttl());
         let round = self.round();
         let mut rounds = 0;
@@ -191,13 +192,10 @@ impl Inner {
             let ops: Arc<dyn LockOps> = Arc::clone(&held.hold) as Arc<dyn LockOps>;
             // The requests own what they read with: those still in flight at the decision finish
             // in a task.
+            let reads = kind.reads();
             let (result, notes) = round
                 .acquire(kind.resource(), timing, &ops, |link| {
-                    let kind = Arc::clone(kind);
-                    link.call(&call).map(move |reply| match reply {
-                        Ok(reply) => kind.read(reply),
-                        Err(error) => Read::vote(Err(error)),
-                    })
+                    reading(link.call(&call), reads, K::read)
                 })
                 .await;
             match result {
@@ -245,6 +243,23 @@ impl Inner {
         }
         guard
     }
+}
+
+/// `request`, its reply read by `read` with `reads`: it owns all it needs, so it may finish in a
+/// task after the round's decision.
+fn reading<R, N>(
+    request: CallRequest,
+    reads: R,
+    read: fn(R, Value) -> Read<N>,
+) -> impl Future<Output = Read<N>> + Unpin + Send + 'static
+where
+    R: Copy + Send + 'static,
+    N: 'static,
+{
+    request.map(move |reply| match reply {
+        Ok(reply) => read(reads, reply),
+        Err(error) => Read::vote(Err(error)),
+    })
 }
 
 /// A won acquisition that holds this process's local turn `turn` on its key.

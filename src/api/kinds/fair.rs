@@ -224,13 +224,13 @@ impl Fair {
     ///
     /// # Errors
     /// When no token can be drawn.
-    pub(crate) fn new(ctx: &Ctx<'_>, resource: &str, options: FairOptions) -> Result<Self, AcquireError> {
+    pub(crate) fn new(ctx: &Ctx<'_>, resource: String, options: FairOptions) -> Result<Self, AcquireError> {
         let ticket = options.ticket.unwrap_or_else(|| Ticket::drawn(ctx.entropy));
         tracing::Span::current().record("ticket", ticket.id());
         let token = ctx.entropy.token()?;
         Ok(Self {
-            resource: resource.to_owned(),
-            waiter: Arc::new(FairWaiter::new(ctx, resource, ticket, token)),
+            waiter: Arc::new(FairWaiter::new(ctx, &resource, ticket, token)),
+            resource,
             heartbeat: options.heartbeat,
         })
     }
@@ -239,6 +239,7 @@ impl Fair {
 impl Kind for Fair {
     type Hold = FairWaiter;
     type Note = ();
+    type Reads = ();
 
     fn resource(&self) -> &str {
         &self.resource
@@ -276,7 +277,9 @@ impl Kind for Fair {
         Call::Script(held.hold.acquire_cmd(ttl_ms, ttl_millis(self.heartbeat)))
     }
 
-    fn read(&self, reply: Value) -> Read<()> {
+    fn reads(&self) {}
+
+    fn read((): (), reply: Value) -> Read<()> {
         Read::vote(int_reply(reply, "fair acquire").and_then(|code| match code {
             1 => Ok(()),
             -1 => Err(NodeErrorKind::Held),

@@ -130,11 +130,14 @@ pub(crate) struct Departure {
 }
 
 /// A lock kind: everything the generic acquire path needs to know about it.
-pub(crate) trait Kind: Send + Sync + 'static {
+pub(crate) trait Kind: Send + Sync {
     /// How a held lock of this kind is extended and released.
     type Hold: LockOps;
     /// What a master's reply tells besides its vote.
     type Note: Send + 'static;
+    /// What reading a reply needs of the request (a count, a permit number), copied into each
+    /// request so that the requests still in flight at the decision need nothing else.
+    type Reads: Copy + Send + Sync + 'static;
 
     /// The name errors, logs and the guard use: the resource, or the set's names.
     fn resource(&self) -> &str;
@@ -165,8 +168,11 @@ pub(crate) trait Kind: Send + Sync + 'static {
     /// The acquire call of `held` for a TTL of `ttl_ms`.
     fn call(&self, held: &Held<Self::Hold>, ttl_ms: u64) -> Call;
 
-    /// Reads one master's reply to the acquire call.
-    fn read(&self, reply: Value) -> Read<Self::Note>;
+    /// What [`Kind::read`] needs of this request.
+    fn reads(&self) -> Self::Reads;
+
+    /// Reads one master's reply to the acquire call, with what `reads` gave.
+    fn read(reads: Self::Reads, reply: Value) -> Read<Self::Note>;
 
     /// A round of `held` won over `masters` masters, with the notes of the replies.
     fn won(&self, _held: &Held<Self::Hold>, _notes: Vec<(usize, Self::Note)>, _masters: usize) {}

@@ -114,6 +114,8 @@ impl Kind for Multi {
     type Hold = MultiLock;
     /// The 0-based positions of the resources a master found held.
     type Note = Vec<usize>;
+    /// How many resources the set has.
+    type Reads = usize;
 
     fn resource(&self) -> &str {
         &self.label
@@ -145,8 +147,12 @@ impl Kind for Multi {
         Call::Script(held.hold.acquire_cmd(ttl_ms))
     }
 
-    fn read(&self, reply: Value) -> Read<Vec<usize>> {
-        match conflicts(reply, self.names.len()) {
+    fn reads(&self) -> usize {
+        self.names.len()
+    }
+
+    fn read(resources: usize, reply: Value) -> Read<Vec<usize>> {
+        match conflicts(reply, resources) {
             Ok(held) if held.is_empty() => Read::vote(Ok(())),
             Ok(held) => Read::noting(Err(NodeErrorKind::Held), held),
             Err(kind) => Read::vote(Err(kind)),

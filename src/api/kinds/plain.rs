@@ -27,10 +27,10 @@ pub(crate) struct Plain {
 
 impl Plain {
     /// The plain lock on `resource`.
-    pub(crate) fn new(ctx: &Ctx<'_>, resource: &str) -> Self {
+    pub(crate) fn new(ctx: &Ctx<'_>, resource: String) -> Self {
         Self {
-            resource: resource.to_owned(),
-            key: ctx.names.shared_key(resource),
+            key: ctx.names.shared_key(&resource),
+            resource,
             local_queue: ctx.config.local_queue,
         }
     }
@@ -39,6 +39,7 @@ impl Plain {
 impl Kind for Plain {
     type Hold = PlainLock;
     type Note = ();
+    type Reads = ();
 
     fn resource(&self) -> &str {
         &self.resource
@@ -68,7 +69,9 @@ impl Kind for Plain {
         Call::Command(Arc::new(cmd))
     }
 
-    fn read(&self, reply: Value) -> Read<()> {
+    fn reads(&self) {}
+
+    fn read((): (), reply: Value) -> Read<()> {
         Read::vote(match reply {
             Value::Okay => Ok(()),
             Value::SimpleString(s) if s == "OK" => Ok(()),

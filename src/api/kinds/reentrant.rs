@@ -147,11 +147,11 @@ pub(crate) struct Reentrant {
 
 impl Reentrant {
     /// A hold of `resource` for `owner`.
-    pub(crate) fn new(ctx: &Ctx<'_>, resource: &str, owner: &LockOwner) -> Self {
+    pub(crate) fn new(ctx: &Ctx<'_>, resource: String, owner: LockOwner) -> Self {
         Self {
-            resource: resource.to_owned(),
-            owner: owner.clone(),
-            key: ctx.names.tagged(REENTRANT_TAG, resource).into(),
+            key: ctx.names.tagged(REENTRANT_TAG, &resource).into(),
+            resource,
+            owner,
         }
     }
 }
@@ -160,6 +160,7 @@ impl Kind for Reentrant {
     type Hold = ReentrantHold;
     /// A master's hold count for the owner, once it granted the hold.
     type Note = u64;
+    type Reads = ();
 
     fn resource(&self) -> &str {
         &self.resource
@@ -186,7 +187,9 @@ impl Kind for Reentrant {
         Call::Script(held.hold.acquire_cmd(ttl_ms))
     }
 
-    fn read(&self, reply: Value) -> Read<u64> {
+    fn reads(&self) {}
+
+    fn read((): (), reply: Value) -> Read<u64> {
         let count = match int_reply(reply, "reentrant acquire") {
             Ok(count) => count,
             Err(kind) => return Read::vote(Err(kind)),

@@ -147,10 +147,10 @@ pub(crate) struct Reading {
 
 impl Reading {
     /// A read hold of `resource`.
-    pub(crate) fn new(ctx: &Ctx<'_>, resource: &str) -> Self {
+    pub(crate) fn new(ctx: &Ctx<'_>, resource: String) -> Self {
         Self {
-            resource: resource.to_owned(),
-            keys: Keys::new(ctx, resource),
+            keys: Keys::new(ctx, &resource),
+            resource,
         }
     }
 }
@@ -158,6 +158,7 @@ impl Reading {
 impl Kind for Reading {
     type Hold = ReadHold;
     type Note = ();
+    type Reads = ();
 
     fn resource(&self) -> &str {
         &self.resource
@@ -181,7 +182,9 @@ impl Kind for Reading {
         Call::Script(cmd)
     }
 
-    fn read(&self, reply: Value) -> Read<()> {
+    fn reads(&self) {}
+
+    fn read((): (), reply: Value) -> Read<()> {
         vote(reply, "read acquire")
     }
 }
@@ -203,10 +206,10 @@ pub(crate) struct Writing {
 
 impl Writing {
     /// The write hold of `resource`, waiting `wait_ms` where readers refuse it.
-    pub(crate) fn new(ctx: &Ctx<'_>, resource: &str, wait_ms: u64) -> Self {
+    pub(crate) fn new(ctx: &Ctx<'_>, resource: String, wait_ms: u64) -> Self {
         Self {
-            resource: resource.to_owned(),
-            keys: Keys::new(ctx, resource),
+            keys: Keys::new(ctx, &resource),
+            resource,
             waiter: ctx.entropy.id(),
             wait_ms,
         }
@@ -216,6 +219,7 @@ impl Writing {
 impl Kind for Writing {
     type Hold = WriteHold;
     type Note = ();
+    type Reads = ();
 
     fn resource(&self) -> &str {
         &self.resource
@@ -240,7 +244,9 @@ impl Kind for Writing {
         Call::Script(cmd)
     }
 
-    fn read(&self, reply: Value) -> Read<()> {
+    fn reads(&self) {}
+
+    fn read((): (), reply: Value) -> Read<()> {
         vote(reply, "write acquire")
     }
 

@@ -80,14 +80,14 @@ impl Semaphore {
     /// # Errors
     /// Zero permits, or more than [`MAX_PERMITS`](crate::kinds::MAX_PERMITS): checked before any
     /// key is named.
-    pub(crate) fn new(ctx: &Ctx<'_>, resource: &str, permits: u32) -> Result<Self, InputError> {
+    pub(crate) fn new(ctx: &Ctx<'_>, resource: String, permits: u32) -> Result<Self, InputError> {
         let permits = check_permits(permits).map_err(InputError::from)?;
-        let mut keys = ctx.names.slots(resource, permits);
-        keys.push(ctx.names.semaphore_permits(resource));
+        let mut keys = ctx.names.slots(&resource, permits);
+        keys.push(ctx.names.semaphore_permits(&resource));
         // A random first aim spreads clients that start together over the free slots.
         let first = ctx.entropy.between(0, u64::from(permits - 1));
         Ok(Self {
-            resource: resource.to_owned(),
+            resource,
             keys,
             permits,
             aim: AtomicU32::new(u32::try_from(first).unwrap_or(0)),
@@ -99,6 +99,8 @@ impl Kind for Semaphore {
     type Hold = Permit;
     /// The free slot a master named when it refused.
     type Note = SlotReply;
+    /// The permits this request counts.
+    type Reads = u32;
 
     fn resource(&self) -> &str {
         &self.resource
@@ -137,8 +139,11 @@ impl Kind for Semaphore {
         Call::Script(cmd)
     }
 
-    fn read(&self, reply: Value) -> Read<SlotReply> {
-        let permits = self.permits;
+    fn reads(&self) -> u32 {
+        self.permits
+    }
+
+    fn read(permits: u32, reply: Value) -> Read<SlotReply> {
         let code = match reply {
             Value::Array(items) => {
                 return Read::vote(Err(match mismatch_reply(&items) {
