@@ -18,7 +18,7 @@
 
 use std::time::{Duration, Instant};
 
-use quorlock::{Ignored, Quorlock};
+use quorlock::{Guard, Ignored, Quorlock};
 use redis::AsyncCommands;
 
 use super::board::{self, Board};
@@ -204,16 +204,7 @@ impl Probe<'_> {
         {
             self.note("the second probe had not tried when the first one's validity ran out".into());
         }
-        match read {
-            Some(value) => self.write(value, valid_until).await,
-            None => self.out.stats.witness_errors += 1,
-        }
-        record.released = Some(self.clock.now());
-        if let Err(e) = guard.release().await {
-            self.out.stats.release_failures += 1;
-            record.error = Some(format!("release: {e}"));
-        }
-        self.out.records.push(record);
+        self.finish(read, valid_until, guard, record).await;
         self.board.set(board::RELEASED, "1").await?;
         Ok(())
     }
@@ -265,7 +256,22 @@ impl Probe<'_> {
         record.acquired = Some(self.clock.now());
         record.validity_end = Some(self.clock.offset(valid_until));
         record.token = guard.token().to_string();
-        match self.read().await {
+        let read = self.read().await;
+        self.finish(read, valid_until, guard, record).await;
+        true
+    }
+
+    /// The probes' witness counter, `None` when it cannot be read.
+    /// The end of a hold: the witness written from `read` (or its read counted as failed), the
+    /// guard released, and `record` completed and kept.
+    async fn finish(
+        &mut self,
+        read: Option<u64>,
+        valid_until: Instant,
+        guard: Guard,
+        mut record: LockRecord,
+    ) {
+        match read {
             Some(value) => self.write(value, valid_until).await,
             None => self.out.stats.witness_errors += 1,
         }
@@ -275,10 +281,8 @@ impl Probe<'_> {
             record.error = Some(format!("release: {e}"));
         }
         self.out.records.push(record);
-        true
     }
 
-    /// The probes' witness counter, `None` when it cannot be read.
     async fn read(&mut self) -> Option<u64> {
         let value: redis::RedisResult<Option<u64>> = self.witness.get(witness_key(board::RESOURCE)).await;
         value.ok().map(|v| v.unwrap_or(0))
