@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use quorlock_chaos::sim::checks::Check;
 use quorlock_chaos::sim::controls::Control;
-use quorlock_chaos::sim::run::{run_fair_without_skipping, run_seed, SeedConfig};
+use quorlock_chaos::sim::run::{run_seed, run_with_mechanism, SeedConfig, SeedOutcome};
 
 /// Seeds tried per control before the test gives up (each finds violations in its first seeds).
 const SEEDS: u64 = 10;
@@ -24,6 +25,10 @@ fn caught(control: Control) -> u64 {
         })
         .expect("a run");
         if outcome.caught(control) {
+            assert!(
+                triggered(control, &outcome),
+                "control {control}: caught at seed {seed} without what it aims at: {outcome:?}"
+            );
             println!("control {control}: caught by {} at seed {seed}", control.target());
             return seed;
         }
@@ -33,6 +38,23 @@ fn caught(control: Control) -> u64 {
         "control {control}: its own check ({}) fired in none of seeds 0..{SEEDS}; other findings: {others:?}",
         control.target()
     );
+}
+
+/// Whether the run went through what `control` aims at, so that a catch is the removed
+/// mechanism's and not an accident's: the operations it plans took effect, and the kinds it
+/// checks were taken.
+fn triggered(control: Control, outcome: &SeedOutcome) -> bool {
+    let effect = |name: &str| outcome.effects.get(name).copied().unwrap_or(0) > 0;
+    let fault = |prefix: &str| outcome.faults_by_kind.keys().any(|k| k.starts_with(prefix));
+    let kind = |name: &str| outcome.by_kind.get(name).copied().unwrap_or(0) > 0;
+    match control {
+        Control::WithoutReplacedRule => fault("replica promoted") || fault("server replaced"),
+        Control::WithoutDurabilityRule => effect("crashes that lost the last writes (everysec)"),
+        Control::WithoutEvictionRule => effect("keys evicted"),
+        Control::WithoutPermitsCheck => kind("semaphore"),
+        Control::WithoutReadersCheck => kind("read") && kind("fencedwrite"),
+        _ => true,
+    }
 }
 
 #[test]
@@ -80,12 +102,81 @@ fn a_fair_lock_that_skips_its_queue_is_caught() {
 #[test]
 fn the_fair_control_without_its_switch_passes() {
     for seed in 0..3 {
-        let outcome = run_fair_without_skipping(seed, Duration::from_secs(20)).expect("a run");
+        let outcome =
+            run_with_mechanism(Control::FairSkipsQueue, seed, Duration::from_secs(20)).expect("a run");
         assert!(outcome.passed(), "seed {seed}: {outcome:#?}");
         assert!(
             outcome.by_kind.get("fair").is_some_and(|&n| n > 50),
             "{outcome:?}"
         );
+    }
+}
+
+#[test]
+fn promoted_or_replaced_majorities_without_the_replaced_master_rule_are_caught() {
+    caught(Control::WithoutReplacedRule);
+}
+
+#[test]
+fn lowered_then_crashed_majorities_without_the_durability_rule_are_caught() {
+    caught(Control::WithoutDurabilityRule);
+}
+
+#[test]
+fn evicting_majorities_without_the_eviction_rule_are_caught() {
+    caught(Control::WithoutEvictionRule);
+}
+
+#[test]
+fn semaphores_of_other_counts_without_the_permits_check_are_caught() {
+    caught(Control::WithoutPermitsCheck);
+}
+
+#[test]
+fn fenced_writers_without_the_readers_check_are_caught() {
+    caught(Control::WithoutReadersCheck);
+}
+
+/// The checks that judge safety: a control's twin with its mechanism in place must pass every
+/// one. Liveness may complain there, since what those runs do to a majority at once (promote it,
+/// crash it, fill its memory) rightly keeps it out of every quorum for a while.
+const SAFETY: [Check; 7] = [
+    Check::Exclusion,
+    Check::AllOrNothing,
+    Check::Fencing,
+    Check::FairOrder,
+    Check::Semaphore,
+    Check::ReadWrite,
+    Check::LostUpdates,
+];
+
+/// Each control that removes a mechanism, run with the mechanism left in place on the seeds the
+/// control is caught on and a few more: no safety check fires, and the operations it aims at did
+/// happen (what it catches comes from the removal, not from its workload or plan).
+#[test]
+fn each_removed_mechanism_in_place_passes_the_same_runs() {
+    for control in Control::ALL.into_iter().filter(|c| c.with_operations()) {
+        for seed in 0..4 {
+            let outcome = run_with_mechanism(control, seed, Duration::from_secs(20)).expect("a run");
+            let fired: Vec<Check> = SAFETY.into_iter().filter(|c| outcome.fired(*c)).collect();
+            assert!(
+                fired.is_empty() && outcome.leaked_keys.is_empty(),
+                "control {control}, mechanism in place, seed {seed}: {fired:?} fired: {:#?}",
+                outcome.violations
+            );
+            if control == Control::WithoutEvictionRule {
+                // The rule in place refuses the votes of the evicting majority: nothing is taken.
+                assert_eq!(
+                    outcome.acquisitions, 0,
+                    "control {control}, seed {seed}: {outcome:?}"
+                );
+            } else {
+                assert!(
+                    outcome.acquisitions > 20,
+                    "control {control}, seed {seed}: {outcome:?}"
+                );
+            }
+        }
     }
 }
 

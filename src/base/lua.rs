@@ -113,10 +113,9 @@ scripts! {
         include_str!("../scripts/fair_acquire.lua")
     );
     /// Out of model, for the simulation's negative control only
-    /// (`QuorlockBuilder::unsafe_fair_skips_queue_for_tests`): the fair acquire with its queue
-    /// check taken out, so that a later ticket can take a free lock ahead of earlier waiters. In
-    /// every build, though only a build with the `seam` feature can ask for it.
-    #[cfg_attr(not(feature = "seam"), allow(dead_code))]
+    /// (`QuorlockBuilder::unsafe_without_for_tests(Mechanism::FairQueue)`): the fair acquire with
+    /// its queue check taken out, so that a later ticket can take a free lock ahead of earlier
+    /// waiters. In every build, though only a build with the `seam` feature can ask for it.
     FAIR_ACQUIRE_SKIPPING_QUEUE = concat!(
         include_str!("../scripts/fair_common.lua"),
         include_str!("../scripts/fair_skip_queue_for_tests.lua"),

@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use crate::base::error::{BuildError, InputError};
 use crate::core::{Backoff, RetryPlan, Timing};
+#[cfg(feature = "seam")]
+pub use crate::mechanisms::removal::Mechanism;
+use crate::mechanisms::removal::Removed;
 use crate::seam::clock::Clock;
 use crate::seam::tls::ClientIdentity;
 use crate::seam::Master;
@@ -91,11 +94,10 @@ pub struct Config {
     pub wake_on_release: bool,
     /// Whether waiters of this process for the same resource queue locally first.
     pub local_queue: bool,
-    /// Out of model, for the negative controls of the simulation only: a fair acquire takes a free
-    /// lock without waiting for its turn. Always `false` unless the `seam` feature's
-    /// `QuorlockBuilder::unsafe_fair_skips_queue_for_tests` turned it on.
-    #[cfg(feature = "seam")]
-    pub(crate) unsafe_fair_skips_queue: bool,
+    /// Out of model, for the negative controls of the simulation only: the mechanisms this client
+    /// runs without. Always none unless the `seam` feature's
+    /// `QuorlockBuilder::unsafe_without_for_tests` removed one.
+    pub(crate) removed: Removed,
     /// The clock every deadline, validity, renewal and wait is measured on: tokio's, or the
     /// environment's when the application supplied one.
     pub(crate) clock: Clock,
@@ -158,8 +160,7 @@ pub struct QuorlockBuilder {
     wake_on_release: bool,
     local_queue: bool,
     pub(crate) environment: Option<Arc<dyn crate::seam::Environment>>,
-    #[cfg(feature = "seam")]
-    unsafe_fair_skips_queue: bool,
+    removed: Removed,
 }
 
 impl std::fmt::Debug for QuorlockBuilder {
@@ -202,8 +203,7 @@ impl Default for QuorlockBuilder {
             wake_on_release: DEFAULT_WAKE_ON_RELEASE,
             local_queue: DEFAULT_LOCAL_QUEUE,
             environment: None,
-            #[cfg(feature = "seam")]
-            unsafe_fair_skips_queue: false,
+            removed: Removed::default(),
         }
     }
 }
@@ -250,8 +250,23 @@ impl QuorlockBuilder {
     /// changes. Needs the `seam` feature.
     #[cfg(feature = "seam")]
     #[doc(hidden)]
-    pub fn unsafe_fair_skips_queue_for_tests(mut self, on: bool) -> Self {
-        self.unsafe_fair_skips_queue = on;
+    pub fn unsafe_fair_skips_queue_for_tests(self, on: bool) -> Self {
+        if on {
+            self.unsafe_without_for_tests(Mechanism::FairQueue)
+        } else {
+            self
+        }
+    }
+
+    /// Removes one mechanism of the library on purpose, for a negative control of the
+    /// deterministic simulation: the control shows that the check standing for that mechanism
+    /// fails without it (see [`Mechanism`]). Never use it otherwise: every mechanism it can remove
+    /// is one the library's safety rests on. Nothing is removed unless this is called. Needs the
+    /// `seam` feature.
+    #[cfg(feature = "seam")]
+    #[doc(hidden)]
+    pub fn unsafe_without_for_tests(mut self, mechanism: Mechanism) -> Self {
+        self.removed = self.removed.with(mechanism);
         self
     }
 
@@ -425,8 +440,7 @@ impl QuorlockBuilder {
             tls_client_certificate: self.tls_client_certificate.clone(),
             wake_on_release: self.wake_on_release,
             local_queue: self.local_queue,
-            #[cfg(feature = "seam")]
-            unsafe_fair_skips_queue: self.unsafe_fair_skips_queue,
+            removed: self.removed,
             clock: Clock::of(self.environment.as_ref()),
         })
     }

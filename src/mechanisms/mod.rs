@@ -13,6 +13,7 @@ pub(crate) mod lease;
 pub(crate) mod ops;
 pub(crate) mod pubsub;
 pub(crate) mod release;
+pub(crate) mod removal;
 pub(crate) mod retry;
 pub(crate) mod round;
 pub(crate) mod watchdog;

@@ -5,6 +5,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use quorlock::config::Mechanism;
+
 use super::checks::Check;
 
 /// One broken assumption.
@@ -33,11 +35,28 @@ pub enum Control {
     /// that granted the locks it forgot, as the docs say. Out of model; what happens is recorded
     /// in the run's notes, and the exclusion check must see it.
     VmRollback,
+    /// The library's rule for a server that is not the one that granted is removed (a promoted
+    /// replica counts at once, a master without its record as a fresh one), while a majority of
+    /// durable masters is promoted from lagging replicas, or replaced, at once.
+    WithoutReplacedRule,
+    /// The library's durability-over-time rule is removed (a restart is judged on what the new
+    /// incarnation reports alone), while a majority is lowered to `appendfsync everysec` at
+    /// runtime, checked, and then crashes, losing its last second.
+    WithoutDurabilityRule,
+    /// The library's eviction rule is removed (`refuse_evicting_masters(false)`), while a
+    /// majority has a small `maxmemory` with an evicting policy and a filler.
+    WithoutEvictionRule,
+    /// The semaphore's permits check is removed, on semaphores whose clients count 2 or 3 permits
+    /// on the same names, with no fault.
+    WithoutPermitsCheck,
+    /// The fenced write's readers check is removed, on readers and fenced writers of the same
+    /// names, with no fault.
+    WithoutReadersCheck,
 }
 
 impl Control {
     /// Every control, in a fixed order.
-    pub const ALL: [Control; 8] = [
+    pub const ALL: [Control; 13] = [
         Control::QuorumOfOne,
         Control::IgnoreValidity,
         Control::WipeWithoutGrace,
@@ -46,7 +65,45 @@ impl Control {
         Control::FairSkipsQueue,
         Control::ClientClockStall,
         Control::VmRollback,
+        Control::WithoutReplacedRule,
+        Control::WithoutDurabilityRule,
+        Control::WithoutEvictionRule,
+        Control::WithoutPermitsCheck,
+        Control::WithoutReadersCheck,
     ];
+
+    /// Whether it removes a mechanism of the library (the others break the environment or the
+    /// workload): its runs have operations, focused on what that mechanism answers.
+    pub fn removes_mechanism(self) -> bool {
+        matches!(
+            self,
+            Control::FairSkipsQueue
+                | Control::WithoutReplacedRule
+                | Control::WithoutDurabilityRule
+                | Control::WithoutEvictionRule
+                | Control::WithoutPermitsCheck
+                | Control::WithoutReadersCheck
+        )
+    }
+
+    /// Whether its runs have operations: the controls that remove a mechanism, but the fair one
+    /// (whose order is only judged far from any fault).
+    pub fn with_operations(self) -> bool {
+        self.removes_mechanism() && self != Control::FairSkipsQueue
+    }
+
+    /// The library's switch for the mechanism it removes, where the `seam` feature's
+    /// `unsafe_without_for_tests` is that switch.
+    pub fn mechanism(self) -> Option<Mechanism> {
+        match self {
+            Control::FairSkipsQueue => Some(Mechanism::FairQueue),
+            Control::WithoutReplacedRule => Some(Mechanism::ReplacedMaster),
+            Control::WithoutDurabilityRule => Some(Mechanism::DurabilityOverTime),
+            Control::WithoutPermitsCheck => Some(Mechanism::SemaphorePermits),
+            Control::WithoutReadersCheck => Some(Mechanism::FencedWriteReaders),
+            _ => None,
+        }
+    }
 
     /// The check that must catch it. A control counts as caught only when this check fires:
     /// a leak or a liveness complaint in a control's run says nothing about the assumption it
@@ -59,7 +116,12 @@ impl Control {
             | Control::WipeWithoutGrace
             | Control::ClockJump
             | Control::ClientClockStall
-            | Control::VmRollback => Check::Exclusion,
+            | Control::VmRollback
+            | Control::WithoutReplacedRule
+            | Control::WithoutDurabilityRule
+            | Control::WithoutEvictionRule => Check::Exclusion,
+            Control::WithoutPermitsCheck => Check::Semaphore,
+            Control::WithoutReadersCheck => Check::ReadWrite,
             // The safe intervals are fine; only the store sees the paused holder's late write.
             Control::PauseUnfenced => Check::LostUpdates,
             Control::FairSkipsQueue => Check::FairOrder,
@@ -77,6 +139,11 @@ impl Control {
             Control::FairSkipsQueue => "fair-skips-queue",
             Control::ClientClockStall => "client-clock-stall",
             Control::VmRollback => "vm-rollback",
+            Control::WithoutReplacedRule => "without-replaced-master-rule",
+            Control::WithoutDurabilityRule => "without-durability-rule",
+            Control::WithoutEvictionRule => "without-eviction-rule",
+            Control::WithoutPermitsCheck => "without-permits-check",
+            Control::WithoutReadersCheck => "without-readers-check",
         }
     }
 }
@@ -89,8 +156,12 @@ impl fmt::Display for Control {
 
 /// A control name that is not one of [`Control::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown control {0:?}; the controls are: quorum-of-one, ignore-validity, wipe-without-grace, clock-jump, pause-unfenced, fair-skips-queue, client-clock-stall, vm-rollback")]
+#[error("unknown control {0:?}; the controls are: {names}", names = names())]
 pub struct UnknownControl(pub String);
+
+fn names() -> String {
+    Control::ALL.map(Control::name).join(", ")
+}
 
 impl FromStr for Control {
     type Err = UnknownControl;

@@ -10,6 +10,7 @@
 use rand::rngs::StdRng;
 use rand::RngExt;
 
+use super::controls::Control;
 use super::fault::{Fault, Planned};
 
 /// What an operations plan may contain.
@@ -111,6 +112,96 @@ pub fn merge(mut classic: Vec<Planned>, operations: Vec<Planned>) -> Vec<Planned
     classic.extend(operations);
     classic.sort_by_key(|p| p.at_ms);
     classic
+}
+
+/// The plan of a control that removes one of the library's mechanisms: only what that mechanism
+/// answers, aimed at a majority at once (one master's loss never shows, the others' grants still
+/// stand), every `mean_gap_ms` on average; `None` for the other controls. The same plan with the
+/// mechanism in place must pass: every operation here is in model.
+pub fn plan_for_control(
+    rng: &mut StdRng,
+    control: Control,
+    masters: usize,
+    run_ms: u64,
+) -> Option<Vec<Planned>> {
+    match control {
+        Control::WithoutReplacedRule | Control::WithoutDurabilityRule | Control::WithoutEvictionRule => {}
+        // Its check is judged with no fault in the way.
+        other if other.removes_mechanism() => return Some(Vec::new()),
+        _ => return None,
+    }
+    let majority = masters / 2 + 1;
+    let mut plan = Vec::new();
+    let horizon = run_ms * 4 / 5;
+    let gap = 2_000;
+    let mut at = rng.random_range(0..=gap);
+    while at < horizon {
+        let first = rng.random_range(0..masters);
+        let chosen = (0..majority).map(|i| (first + i) % masters);
+        match control {
+            Control::WithoutReplacedRule => {
+                let promote = rng.random_bool(0.5);
+                // Behind a proxy that keeps the clients' connections, the swap is seen at each
+                // client's next check only: for a majority at once, out of model (see the docs'
+                // "Checks, and what stays out of model"). One of them may be so.
+                let kept = rng.random_range(0..majority + 1);
+                for (i, master) in chosen.enumerate() {
+                    let keep_connections = i == kept;
+                    let fault = if promote {
+                        Fault::Promote {
+                            master,
+                            lag_ms: rng.random_range(200..=600),
+                            keep_connections,
+                        }
+                    } else {
+                        Fault::Replace {
+                            master,
+                            uptime_s: rng.random_range(3_600..=864_000),
+                            keep_connections,
+                        }
+                    };
+                    plan.push(Planned { at_ms: at, fault });
+                }
+            }
+            Control::WithoutDurabilityRule => {
+                // Lowered, seen so by a check (the clients check every few hundred ms), then
+                // crashed together: each loses up to its last second, and restarts reporting the
+                // `always` of its configuration file.
+                let crash_at = at + rng.random_range(700..=1_200);
+                for master in chosen {
+                    plan.push(Planned {
+                        at_ms: at,
+                        fault: Fault::Appendfsync {
+                            master,
+                            always: false,
+                        },
+                    });
+                    plan.push(Planned {
+                        at_ms: crash_at,
+                        fault: Fault::Crash {
+                            master,
+                            ms: rng.random_range(0..=100),
+                        },
+                    });
+                }
+                at = crash_at;
+            }
+            Control::WithoutEvictionRule => {
+                let ms = rng.random_range(1_000..=3_000);
+                for master in 0..majority {
+                    plan.push(Planned {
+                        at_ms: at,
+                        fault: Fault::Fill { master, ms },
+                    });
+                }
+                at += ms;
+            }
+            _ => {}
+        }
+        at += rng.random_range(1..=2 * gap);
+    }
+    plan.sort_by_key(|p| p.at_ms);
+    Some(plan)
 }
 
 #[cfg(test)]

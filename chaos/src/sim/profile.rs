@@ -125,7 +125,11 @@ impl Profile {
         run_ms: u64,
     ) -> Profile {
         let seed = rng.random();
-        if control.is_some() || !rng.random_ratio(WITH_OPERATIONS, 4) {
+        let operations = match control {
+            Some(control) => control.with_operations(),
+            None => rng.random_ratio(WITH_OPERATIONS, 4),
+        };
+        if !operations {
             return Profile::classic(masters, clients, ttl_ms, seed);
         }
         // The grace boundary: half the runs keep the classic longest TTL, the others draw one.
@@ -200,14 +204,48 @@ impl Profile {
                 starts_at_ms,
             });
         }
-        Profile {
+        let mut profile = Profile {
             operations: true,
             shared_keys: rng.random_ratio(1, 3),
             max_ttl_ms,
             masters: setups,
             clients: client_setups,
             seed,
+        };
+        if let Some(control) = control {
+            profile.focus(rng, control);
         }
+        profile
+    }
+
+    /// Sets up what a control that removes a mechanism needs for that mechanism to matter: durable
+    /// masters without memory limits where a restart or a replica is what it answers (so nothing
+    /// else keeps them out), a majority with an evicting limit for the eviction rule, clients
+    /// checking often enough to see a runtime change, semaphores of 2 and 3 permits side by side.
+    fn focus(&mut self, rng: &mut StdRng, control: Control) {
+        let majority = self.masters.len() / 2 + 1;
+        for (m, setup) in self.masters.iter_mut().enumerate() {
+            setup.everysec = false;
+            setup.memory = None;
+            if control == Control::WithoutEvictionRule && m < majority {
+                let limit = super::master::BASE_USED + rng.random_range(24_000..=60_000u64);
+                setup.memory = Some((limit, EvictionPolicy::AllKeysLru));
+            }
+        }
+        for (c, client) in self.clients.iter_mut().enumerate() {
+            client.health_refresh = Some(Duration::from_millis(rng.random_range(200..=400)));
+            if control == Control::WithoutPermitsCheck {
+                client.permits = 2 + u32::from(c % 2 == 1);
+            }
+        }
+    }
+
+    /// Whether a control's masters must all persist every write (by their configuration file).
+    pub fn durable_masters(control: Option<Control>) -> bool {
+        matches!(
+            control,
+            Some(Control::WithoutReplacedRule | Control::WithoutDurabilityRule)
+        )
     }
 }
 
@@ -231,6 +269,18 @@ mod tests {
             let mut rng = Profile::generator(seed);
             let control = Profile::draw(&mut rng, Some(Control::ClockJump), 5, 6, (200, 1_000), 30_000);
             assert!(!control.operations);
+            let mut rng = Profile::generator(seed);
+            let focused = Profile::draw(
+                &mut rng,
+                Some(Control::WithoutPermitsCheck),
+                5,
+                6,
+                (200, 1_000),
+                30_000,
+            );
+            assert!(focused.operations);
+            let counts: std::collections::BTreeSet<u32> = focused.clients.iter().map(|c| c.permits).collect();
+            assert_eq!(counts.into_iter().collect::<Vec<_>>(), [2, 3], "{focused:?}");
         }
     }
 }

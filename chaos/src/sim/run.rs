@@ -24,7 +24,7 @@ use super::controls::Control;
 use super::env::SimEnv;
 use super::fault::{plan, plan_stalls, ClockStall, PlanShape, Planned};
 use super::master::{Flavor, MasterConfig, Persistence, SimMaster};
-use super::operations::{merge, plan_operations, plan_rollbacks, OperationsShape};
+use super::operations::{merge, plan_for_control, plan_operations, plan_rollbacks, OperationsShape};
 use super::profile::Profile;
 use super::record::{CallKind, SimRecord};
 use super::wire::{Incoming, LeftKey};
@@ -151,30 +151,30 @@ impl SeedOutcome {
 
 /// Runs one seed.
 pub fn run_seed(config: SeedConfig) -> Result<SeedOutcome, SimError> {
-    let skip_queue = config.control == Some(Control::FairSkipsQueue);
-    run(config, skip_queue)
+    run(config, true)
 }
 
-/// Runs one seed of the `fair-skips-queue` control's workload (fair locks only, no fault) with the
-/// library's switch left off: the twin that shows the control's violations come from the switch.
-pub fn run_fair_without_skipping(seed: u64, simulated: Duration) -> Result<SeedOutcome, SimError> {
+/// Runs one seed of a control that removes a mechanism of the library (its workload, masters and
+/// plan) with the mechanism left in place: the twin that shows the control's violations come
+/// from the removal, not from what the control runs.
+pub fn run_with_mechanism(control: Control, seed: u64, simulated: Duration) -> Result<SeedOutcome, SimError> {
     let config = SeedConfig {
         seed,
         simulated,
-        control: Some(Control::FairSkipsQueue),
+        control: Some(control),
         classic: false,
     };
     run(config, false)
 }
 
-fn run(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, SimError> {
+fn run(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .map_err(|e| SimError::Runtime(e.to_string()))?;
     let local = tokio::task::LocalSet::new();
-    runtime.block_on(local.run_until(simulate(config, skip_queue)))
+    runtime.block_on(local.run_until(simulate(config, remove)))
 }
 
 fn flavor(i: u64) -> Flavor {
@@ -185,7 +185,7 @@ fn flavor(i: u64) -> Flavor {
     }
 }
 
-async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, SimError> {
+async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimError> {
     let start = Instant::now();
     let mut rng = StdRng::seed_from_u64(config.seed);
     let control = config.control;
@@ -200,7 +200,8 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
     };
     let mut nodes = Vec::with_capacity(MASTERS);
     for setup in profile.masters.iter().take(MASTERS) {
-        let durable = control != Some(Control::WipeWithoutGrace) && rng.random_bool(0.5);
+        let durable = control != Some(Control::WipeWithoutGrace) && rng.random_bool(0.5)
+            || Profile::durable_masters(control);
         let persistence = if setup.everysec {
             Persistence::AofEverysec
         } else if durable {
@@ -251,11 +252,15 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
             instant_crashes: control == Some(Control::WipeWithoutGrace),
         },
     );
-    // The fair order is only judged far from faults: that control runs without any.
+    // The fair order is only judged far from faults: that control runs without any. A control
+    // that removes another mechanism runs only what that mechanism answers.
     if control == Some(Control::FairSkipsQueue) {
         faults.clear();
     }
-    if profile.operations {
+    let focused = control.and_then(|c| plan_for_control(&mut ops_rng, c, MASTERS, run_ms));
+    if let Some(focused) = focused {
+        faults = focused;
+    } else if profile.operations {
         let shape = OperationsShape {
             masters: MASTERS,
             clients: profile.clients.len(),
@@ -299,6 +304,11 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
     let kinds: &'static [CallKind] = match control {
         Some(Control::PauseUnfenced | Control::IgnoreValidity) => &[CallKind::Plain],
         Some(Control::FairSkipsQueue) => &[CallKind::Fair],
+        Some(
+            Control::WithoutReplacedRule | Control::WithoutDurabilityRule | Control::WithoutEvictionRule,
+        ) => &[CallKind::Plain],
+        Some(Control::WithoutPermitsCheck) => &[CallKind::Semaphore],
+        Some(Control::WithoutReadersCheck) => &[CallKind::Read, CallKind::FencedWrite],
         _ if profile.operations => &CallKind::EVERY,
         _ => &CallKind::ALL,
     };
@@ -321,7 +331,10 @@ async fn simulate(config: SeedConfig, skip_queue: bool) -> Result<SeedOutcome, S
         let mut builder = Quorlock::builder()
             .environment(Arc::new(SimEnv::new(draws.random(), clock.clone(), T0)))
             .enforce_restart_grace(control != Some(Control::WipeWithoutGrace))
-            .unsafe_fair_skips_queue_for_tests(skip_queue);
+            .refuse_evicting_masters(!(remove && control == Some(Control::WithoutEvictionRule)));
+        if let Some(mechanism) = control.and_then(Control::mechanism).filter(|_| remove) {
+            builder = builder.unsafe_without_for_tests(mechanism);
+        }
         if let Some(grace) = setup.grace {
             builder = builder.restart_grace(grace);
         }

@@ -33,6 +33,7 @@ use crate::base::lua::{
 };
 use crate::base::names::{release_channel, ttl_millis, FAIR_DEADLINES_SUFFIX, FAIR_QUEUE_SUFFIX, FAIR_TAG};
 use crate::mechanisms::ops::LockOps;
+use crate::mechanisms::removal::Mechanism;
 use crate::mechanisms::round::Read;
 use crate::seam::link::Call;
 use crate::seam::token::Entropy;
@@ -161,14 +162,11 @@ impl FairWaiter {
         let queue = format!("{lock}{FAIR_QUEUE_SUFFIX}");
         let deadlines = format!("{lock}{FAIR_DEADLINES_SUFFIX}");
         let channel = release_channel(&lock);
-        #[cfg(feature = "seam")]
-        let acquire_script = if ctx.config.unsafe_fair_skips_queue {
+        let acquire_script = if ctx.config.removed.has(Mechanism::FairQueue) {
             &crate::base::lua::FAIR_ACQUIRE_SKIPPING_QUEUE
         } else {
             &ACQUIRE
         };
-        #[cfg(not(feature = "seam"))]
-        let acquire_script = &ACQUIRE;
         Self {
             keys: [lock.into(), queue.into(), deadlines.into()],
             ticket,

@@ -37,6 +37,7 @@ use crate::base::names::release_channel;
 use crate::core::fencing::AcquireReply;
 use crate::core::rwlock::{fenced_write_reply, RwReply};
 use crate::mechanisms::ops::{LockOps, PlainLock};
+use crate::mechanisms::removal::Mechanism;
 use crate::mechanisms::round::Read;
 use crate::seam::link::Call;
 
@@ -202,16 +203,25 @@ pub(crate) struct Writing {
     /// hold the lock, long enough to span the pauses between its rounds, and no longer than a
     /// crashed writer's key would block anyone.
     wait_ms: u64,
+    /// Where the fenced write looks for readers: the readers' key, or, in a negative control that
+    /// removed [`Mechanism::FencedWriteReaders`], a key no reader ever joins.
+    fenced_readers: String,
 }
 
 impl Writing {
     /// The write hold of `resource`, waiting `wait_ms` where readers refuse it.
     pub(crate) fn new(ctx: &Ctx<'_>, resource: String, wait_ms: u64) -> Self {
+        let keys = Keys::new(ctx, &resource);
+        let mut fenced_readers = keys.readers.to_string();
+        if ctx.config.removed.has(Mechanism::FencedWriteReaders) {
+            fenced_readers.push_str(":unchecked");
+        }
         Self {
-            keys: Keys::new(ctx, &resource),
+            keys,
             resource,
             waiter: ctx.entropy.id(),
             wait_ms,
+            fenced_readers,
         }
     }
 }
@@ -264,7 +274,8 @@ impl Kind for Writing {
 /// The fenced write: the write rule and the fencing counter in one script per master.
 impl Fenceable for Writing {
     fn fenced_call(&self, held: &Held<WriteHold>, ttl_ms: u64, f: FencingArgs<'_>) -> ScriptCall {
-        let [writer, readers, waiting] = self.keys.all();
+        let [writer, _, waiting] = self.keys.all();
+        let readers = self.fenced_readers.as_str();
         let mut call = eval(&RW_WRITE_FENCED, &[writer, readers, waiting, f.counter, f.epoch]);
         call.push(&*held.token)
             .push(ttl_ms)

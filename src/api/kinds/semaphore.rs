@@ -21,6 +21,7 @@ use crate::base::error::{AcquireError, InputError, NodeErrorKind};
 use crate::base::lua::{eval, int_reply, SEMAPHORE_ACQUIRE, SEMAPHORE_EXTEND};
 use crate::core::semaphore::{aim, check_permits, in_use_elsewhere, reaim, Reaim, SlotReply};
 use crate::mechanisms::ops::{LockOps, PlainLock};
+use crate::mechanisms::removal::Mechanism;
 use crate::mechanisms::round::Read;
 use crate::seam::link::Call;
 
@@ -83,7 +84,12 @@ impl Semaphore {
     pub(crate) fn new(ctx: &Ctx<'_>, resource: String, permits: u32) -> Result<Self, InputError> {
         let permits = check_permits(permits).map_err(InputError::from)?;
         let mut keys = ctx.names.slots(&resource, permits);
-        keys.push(ctx.names.semaphore_permits(&resource));
+        let mut permits_key = ctx.names.semaphore_permits(&resource);
+        if ctx.config.removed.has(Mechanism::SemaphorePermits) {
+            // A negative control: holders of other counts never read this one's.
+            permits_key.push_str(&format!(":{permits}"));
+        }
+        keys.push(permits_key);
         // A random first aim spreads clients that start together over the free slots.
         let first = ctx.entropy.between(0, u64::from(permits - 1));
         Ok(Self {

@@ -16,6 +16,7 @@ use crate::core::capabilities::Server;
 use crate::core::master::record::{self, Missing, Record, Seen, FIELDS};
 use crate::core::master::{Memory, Report, Sighting};
 use crate::mechanisms::fanout::Fanout;
+use crate::mechanisms::removal::Mechanism;
 use crate::seam::link::{Link, Masters};
 
 /// Starts, in the background, the checks that are due: a master unverified since a reconnect (at
@@ -132,15 +133,27 @@ async fn settle(health: &Health, node: &Link, names: &Names, gathered: Gathered,
         mut read,
     } = gathered;
     let found_none = read.record.is_none();
+    // A negative control's client forgets the evidence of the rule it runs without.
+    let replaced_rule = !health.removed.has(Mechanism::ReplacedMaster);
+    let missing = if replaced_rule {
+        missing
+    } else {
+        Missing::Everywhere
+    };
     let mut tries = 0;
     let record = loop {
         let seen = Seen {
             run_id: read.run_id.clone(),
             now_ms: read.master_ms,
             durable: report.durable(),
-            promoted: report.promoted,
+            promoted: report.promoted && replaced_rule,
             counter: read.counter,
         };
+        if health.removed.has(Mechanism::DurabilityOverTime) {
+            if let Some(previous) = read.record.as_mut().filter(|r| r.run_id != seen.run_id) {
+                previous.durable = true;
+            }
+        }
         let Some(next) = record::next(read.record.as_ref(), &seen, health.declared_grace_ms(), missing)
         else {
             // Nothing to write: the record already says it (a next() of None implies one exists).

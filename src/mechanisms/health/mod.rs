@@ -45,6 +45,7 @@ use crate::base::error::NodeErrorKind;
 use crate::core::admission;
 use crate::core::master::{Belief, Change, Report, Rules, Sighting};
 use crate::mechanisms::config::Config;
+use crate::mechanisms::removal::Removed;
 use crate::seam::clock::Clock;
 use crate::seam::link::Link;
 
@@ -77,6 +78,8 @@ struct NodeState {
 pub(crate) struct Health {
     enforce: bool,
     refuse_evicting: bool,
+    /// The mechanisms a negative control removed (none outside the simulation's controls).
+    pub(crate) removed: Removed,
     grace: Option<Duration>,
     drift_factor: f64,
     refresh_every: Duration,
@@ -108,6 +111,7 @@ impl Health {
         Self {
             enforce: config.enforce_restart_grace,
             refuse_evicting: config.refuse_evicting_masters,
+            removed: config.removed,
             grace: config.restart_grace,
             drift_factor: config.drift_factor,
             refresh_every: config.health_refresh,

@@ -27,10 +27,12 @@ pub struct SimulateArgs {
     /// Simulated time per seed, e.g. 30s, 2m.
     #[arg(long, default_value = "30s", value_parser = crate::duration::parse)]
     simulated: Duration,
-    /// Break one safety assumption on purpose: quorum-of-one, ignore-validity,
-    /// wipe-without-grace, clock-jump, pause-unfenced, fair-skips-queue, client-clock-stall. The
-    /// run then succeeds only if the control's own check (exclusion, lost updates, fair order)
-    /// reports violations.
+    /// Break one safety assumption on purpose, or remove one mechanism of the library:
+    /// quorum-of-one, ignore-validity, wipe-without-grace, clock-jump, pause-unfenced,
+    /// fair-skips-queue, client-clock-stall, vm-rollback, without-replaced-master-rule,
+    /// without-durability-rule, without-eviction-rule, without-permits-check,
+    /// without-readers-check. The run then succeeds only if the control's own check (exclusion,
+    /// lost updates, fair order, semaphore, read-write) reports violations.
     #[arg(long)]
     control: Option<Control>,
     /// Print the totals as JSON.
