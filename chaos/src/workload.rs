@@ -109,6 +109,10 @@ pub struct WorkloadOptions {
     /// How many of the run's first clients play a negative control's opening round (see
     /// [`crate::opening`]); 0 for none.
     pub opening_players: usize,
+    /// A mechanism of the library every client here runs without (an operation's control, which
+    /// removes its rule from every client of the deployment: the record the masters keep is
+    /// shared, so one client with the rule protects the others); `None` for none.
+    pub without: Option<quorlock::config::Mechanism>,
 }
 
 impl WorkloadOptions {
@@ -127,6 +131,7 @@ impl WorkloadOptions {
             mode: ClientMode::Safe,
             slice: (0, 1),
             opening_players: 0,
+            without: None,
         }
     }
 
@@ -253,12 +258,16 @@ pub async fn run(
             ClientMode::SingleMaster => urls.get(id % urls.len().max(1)).cloned().into_iter().collect(),
             ClientMode::Safe | ClientMode::IgnoreValidity | ClientMode::MajorityCounting => urls.clone(),
         };
-        let locks = Quorlock::builder()
+        let mut builder = Quorlock::builder()
             .nodes(urls)
             .node_timeout(opts.node_timeout)
             .connect_timeout(opts.node_timeout)
             .wait(opts.ttl)
-            .key_prefix(opts.key_prefix.clone())
+            .key_prefix(opts.key_prefix.clone());
+        if let Some(mechanism) = opts.without {
+            builder = builder.unsafe_without_for_tests(mechanism);
+        }
+        let locks = builder
             .build()
             .await
             .map_err(|e| HarnessError::Workload(format!("building client {id}: {e}")))?;

@@ -58,10 +58,11 @@ fn two_seeds_give_two_histories() {
     assert_ne!(a.history_hash, b.history_hash);
 }
 
-/// Every simulated operation (replicas promoted, servers replaced, `CONFIG SET appendfsync`,
-/// memory fillers, long scripts, late delivery), each with and without the clients' connections
-/// kept where it has both, over a few fixed seeds with operations: each such seed passes every
-/// check, what the operations cause shows in the effects, and one of them replays exactly.
+/// Every simulated operation in model (replicas promoted, servers replaced, `CONFIG SET
+/// appendfsync`, memory fillers, long scripts, late delivery), over a few fixed seeds with
+/// operations: each such seed passes every check, what the operations cause shows in the
+/// effects, no swap keeps the clients' connections (out of model: the `kept-connections`
+/// control), and one of them replays exactly.
 #[test]
 fn seeds_with_operations_meet_every_operation_and_pass() {
     let mut kinds = std::collections::BTreeSet::new();
@@ -81,7 +82,6 @@ fn seeds_with_operations_meet_every_operation_and_pass() {
     assert!(with.len() >= 3, "too few seeds with operations: {with:?}");
     for kind in [
         "replica promoted",
-        "replica promoted, connections kept",
         "server replaced",
         "config set appendfsync everysec",
         "config set appendfsync always",
@@ -91,6 +91,7 @@ fn seeds_with_operations_meet_every_operation_and_pass() {
     ] {
         assert!(kinds.contains(kind), "no {kind:?} in seeds {with:?}: {kinds:?}");
     }
+    assert!(!kinds.iter().any(|k| k.contains("connections kept")), "{kinds:?}");
     for effect in ["late requests delivered at the heal", "BUSY replies"] {
         assert!(
             effects.contains(effect),
@@ -157,4 +158,33 @@ fn regression_seed_4000532_counters_wiped_everywhere_start_above_earlier_tokens(
 fn regression_seed_5001170_a_first_fenced_acquire_waits_for_counters_being_set_up() {
     let outcome = run_seed(classic(5_001_170, 30)).expect("a run");
     assert!(outcome.passed(), "{outcome:#?}");
+}
+
+/// The hand-off on one hot key: every waiter gets the lock once, one at a time, plain and fair.
+/// What each hand-off costs is reported by `quorlock-chaos herd` (BENCHMARKS.md), not asserted.
+#[test]
+fn a_herd_of_waiters_is_served_one_at_a_time() {
+    use quorlock_chaos::sim::herd::{run_herd, HerdConfig};
+    for fair in [false, true] {
+        for waiters in [1, 16] {
+            let out = run_herd(HerdConfig {
+                waiters,
+                fair,
+                seed: 7,
+                max_attempts: None,
+            })
+            .expect("a herd");
+            assert_eq!(out.acquisitions, waiters, "{out:?}");
+            assert_eq!(out.overlaps, 0, "{out:?}");
+            assert!(out.acquire_side_per_handoff > 0.0, "{out:?}");
+            let again = run_herd(HerdConfig {
+                waiters,
+                fair,
+                seed: 7,
+                max_attempts: None,
+            })
+            .expect("a herd");
+            assert_eq!(out, again, "one seed, one herd");
+        }
+    }
 }

@@ -10,6 +10,8 @@ use crate::base::error::{BuildError, InputError};
 use crate::core::{Backoff, RetryPlan, Timing};
 #[cfg(feature = "seam")]
 pub use crate::mechanisms::removal::Mechanism;
+#[cfg(not(feature = "seam"))]
+use crate::mechanisms::removal::Mechanism;
 use crate::mechanisms::removal::Removed;
 use crate::seam::clock::Clock;
 use crate::seam::tls::ClientIdentity;
@@ -133,7 +135,11 @@ impl Config {
                 ttl,
             });
         }
-        Ok(Timing::new(ttl, self.drift_factor, self.min_validity)?)
+        let timing = Timing::new(ttl, self.drift_factor, self.min_validity)?;
+        if self.removed.has(Mechanism::DriftAllowance) {
+            return Ok(timing.without_drift());
+        }
+        Ok(timing)
     }
 }
 

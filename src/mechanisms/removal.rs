@@ -13,6 +13,8 @@
 #[cfg_attr(not(feature = "seam"), allow(dead_code))]
 #[non_exhaustive]
 pub enum Mechanism {
+    /// The drift allowance: a lock's validity is `ttl - elapsed`, as if every clock ran at one rate.
+    DriftAllowance,
     /// The fair lock's queue check: a fair acquire takes a free lock ahead of earlier waiters.
     FairQueue,
     /// The rule for a server that is not the one that granted: a replica promoted behind the
@@ -58,6 +60,7 @@ mod tests {
     #[test]
     fn nothing_is_removed_by_default_and_each_removal_is_its_own() {
         let all = [
+            Mechanism::DriftAllowance,
             Mechanism::FairQueue,
             Mechanism::ReplacedMaster,
             Mechanism::DurabilityOverTime,

@@ -25,6 +25,9 @@ pub struct Behaviour {
     pub ignore_validity: bool,
     /// Out of model: holders of unfenced locks pause past their validity and then write.
     pub pause_unfenced: bool,
+    /// In model: a holder keeps its lock to the last instant of its validity, then releases (a
+    /// critical section that uses all the time the lock promises).
+    pub to_validity_end: bool,
     /// The kinds used.
     pub kinds: &'static [CallKind],
     /// Every kind on the same resource names (`shared:N`), each promise of exclusion checked.

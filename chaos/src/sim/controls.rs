@@ -35,6 +35,12 @@ pub enum Control {
     /// that granted the locks it forgot, as the docs say. Out of model; what happens is recorded
     /// in the run's notes, and the exclusion check must see it.
     VmRollback,
+    /// Out of model: the operations of an in-model run, and among them servers replaced or
+    /// promoted behind a proxy that keeps the clients' connections open. No connection drops, so a
+    /// client sees the new server at its next check only, and until then counts its votes: a
+    /// holder with exactly a majority, one of it the swapped master, is then granted twice (seed
+    /// 5002 found it). The exclusion check must see it.
+    KeptConnections,
     /// The library's rule for a server that is not the one that granted is removed (a promoted
     /// replica counts at once, a master without its record as a fresh one), while a majority of
     /// durable masters is promoted from lagging replicas, or replaced, at once.
@@ -46,6 +52,9 @@ pub enum Control {
     /// The library's eviction rule is removed (`refuse_evicting_masters(false)`), while a
     /// majority has a small `maxmemory` with an evicting policy and a filler.
     WithoutEvictionRule,
+    /// The library's drift allowance is removed (validity is `ttl - elapsed`), on plain locks with
+    /// no fault, the clocks running at their drawn rates.
+    WithoutDriftAllowance,
     /// The semaphore's permits check is removed, on semaphores whose clients count 2 or 3 permits
     /// on the same names, with no fault.
     WithoutPermitsCheck,
@@ -56,7 +65,7 @@ pub enum Control {
 
 impl Control {
     /// Every control, in a fixed order.
-    pub const ALL: [Control; 13] = [
+    pub const ALL: [Control; 15] = [
         Control::QuorumOfOne,
         Control::IgnoreValidity,
         Control::WipeWithoutGrace,
@@ -65,9 +74,11 @@ impl Control {
         Control::FairSkipsQueue,
         Control::ClientClockStall,
         Control::VmRollback,
+        Control::KeptConnections,
         Control::WithoutReplacedRule,
         Control::WithoutDurabilityRule,
         Control::WithoutEvictionRule,
+        Control::WithoutDriftAllowance,
         Control::WithoutPermitsCheck,
         Control::WithoutReadersCheck,
     ];
@@ -81,6 +92,7 @@ impl Control {
                 | Control::WithoutReplacedRule
                 | Control::WithoutDurabilityRule
                 | Control::WithoutEvictionRule
+                | Control::WithoutDriftAllowance
                 | Control::WithoutPermitsCheck
                 | Control::WithoutReadersCheck
         )
@@ -99,6 +111,7 @@ impl Control {
             Control::FairSkipsQueue => Some(Mechanism::FairQueue),
             Control::WithoutReplacedRule => Some(Mechanism::ReplacedMaster),
             Control::WithoutDurabilityRule => Some(Mechanism::DurabilityOverTime),
+            Control::WithoutDriftAllowance => Some(Mechanism::DriftAllowance),
             Control::WithoutPermitsCheck => Some(Mechanism::SemaphorePermits),
             Control::WithoutReadersCheck => Some(Mechanism::FencedWriteReaders),
             _ => None,
@@ -117,9 +130,11 @@ impl Control {
             | Control::ClockJump
             | Control::ClientClockStall
             | Control::VmRollback
+            | Control::KeptConnections
             | Control::WithoutReplacedRule
             | Control::WithoutDurabilityRule
-            | Control::WithoutEvictionRule => Check::Exclusion,
+            | Control::WithoutEvictionRule
+            | Control::WithoutDriftAllowance => Check::Exclusion,
             Control::WithoutPermitsCheck => Check::Semaphore,
             Control::WithoutReadersCheck => Check::ReadWrite,
             // The safe intervals are fine; only the store sees the paused holder's late write.
@@ -139,9 +154,11 @@ impl Control {
             Control::FairSkipsQueue => "fair-skips-queue",
             Control::ClientClockStall => "client-clock-stall",
             Control::VmRollback => "vm-rollback",
+            Control::KeptConnections => "kept-connections",
             Control::WithoutReplacedRule => "without-replaced-master-rule",
             Control::WithoutDurabilityRule => "without-durability-rule",
             Control::WithoutEvictionRule => "without-eviction-rule",
+            Control::WithoutDriftAllowance => "without-drift-allowance",
             Control::WithoutPermitsCheck => "without-permits-check",
             Control::WithoutReadersCheck => "without-readers-check",
         }

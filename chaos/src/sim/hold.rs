@@ -38,7 +38,8 @@ pub(crate) async fn hold(
     record: &mut SimRecord,
 ) {
     // The out-of-model behaviours of the controls and the fenced holder's pause keep to one write.
-    let plain_behaviour = !ctx.behaviour.ignore_validity && !ctx.behaviour.pause_unfenced;
+    let plain_behaviour =
+        !ctx.behaviour.ignore_validity && !ctx.behaviour.pause_unfenced && !ctx.behaviour.to_validity_end;
     let mode = match ctx.rng.random_range(0..5u8) {
         0 if plain_behaviour && !record.kind.fenced() => Mode::KeptAlive,
         1 if plain_behaviour && !record.kind.fenced() => Mode::Extended,
@@ -49,6 +50,10 @@ pub(crate) async fn hold(
         Mode::Once => {
             for resource in &resources {
                 critical_section(ctx, fenced, guard, record, resource).await;
+            }
+            if ctx.behaviour.to_validity_end {
+                // Every moment the lock promises, on the client's clock, as the library counts it.
+                ctx.clock.sleep_until(guard.valid_until()).await;
             }
         }
         Mode::Extended => {

@@ -24,6 +24,7 @@
 //!   [`LockRecord`](crate::history::LockRecord)) and the kinds of call ([`record::CallKind`]).
 //! - [`checks`]: what must hold, each finding typed with its check ([`checks::Finding`]).
 //! - [`report`]: many seeds, their totals and the JSON report.
+//! - [`herd`]: the hand-off on one hot key with `W` waiting processes, its cost and latency.
 //! - [`error`]: [`SimError`], a run that could not be set up.
 
 pub mod checks;
@@ -35,6 +36,7 @@ pub mod durability;
 pub mod env;
 pub mod error;
 pub mod fault;
+pub mod herd;
 mod hold;
 pub mod master;
 pub mod operations;

@@ -126,6 +126,12 @@ impl Profile {
     ) -> Profile {
         let seed = rng.random();
         let operations = match control {
+            // Drawn as without a control, so that its seeds replay an in-model seed's history
+            // but for the connections kept; always with operations.
+            Some(Control::KeptConnections) => {
+                let _ = rng.random_ratio(WITH_OPERATIONS, 4);
+                true
+            }
             Some(control) => control.with_operations(),
             None => rng.random_ratio(WITH_OPERATIONS, 4),
         };
@@ -212,7 +218,7 @@ impl Profile {
             clients: client_setups,
             seed,
         };
-        if let Some(control) = control {
+        if let Some(control) = control.filter(|c| c.removes_mechanism()) {
             profile.focus(rng, control);
         }
         profile

@@ -168,13 +168,21 @@ pub fn run_with_mechanism(control: Control, seed: u64, simulated: Duration) -> R
 }
 
 fn run(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimError> {
+    on_paused_clock(simulate(config, remove))
+}
+
+/// Runs `run` to its end on a single-threaded runtime whose clock is paused (it jumps to the next
+/// timer whenever every task waits), with the local tasks it spawns.
+pub(crate) fn on_paused_clock<T>(
+    run: impl std::future::Future<Output = Result<T, SimError>>,
+) -> Result<T, SimError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .map_err(|e| SimError::Runtime(e.to_string()))?;
     let local = tokio::task::LocalSet::new();
-    runtime.block_on(local.run_until(simulate(config, remove)))
+    runtime.block_on(local.run_until(run))
 }
 
 fn flavor(i: u64) -> Flavor {
@@ -210,11 +218,16 @@ async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimEr
             Persistence::None
         };
         let seed = rng.random();
-        let clock = MasterClock {
+        let mut clock = MasterClock {
             base: T0 + rng.random_range(0..10_000),
             ppm: rng.random_range(-MAX_PPM..=MAX_PPM),
             jumped: 0,
         };
+        // The drift allowance matters most between a fast master and a slow client: that control
+        // runs every pair so, at the edge of the model's rates.
+        if control == Some(Control::WithoutDriftAllowance) {
+            clock.ppm = MAX_PPM;
+        }
         // Started an hour before the run: a master that just started is rightly kept out of every
         // majority for the restart grace, which is a fault of its own (see `Fault::Crash`).
         let started = clock.base - 3_600_000;
@@ -269,7 +282,7 @@ async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimEr
             limited: (0..MASTERS)
                 .filter(|&m| profile.masters[m].memory.is_some())
                 .collect(),
-            keep_connections: true,
+            keep_connections: control == Some(Control::KeptConnections),
         };
         faults = merge(faults, plan_operations(&mut ops_rng, &shape));
     }
@@ -321,7 +334,11 @@ async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimEr
         let draws: &mut StdRng = if c < CLIENTS { &mut rng } else { &mut ops_rng };
         // Each client's clock runs at its own rate (see `MAX_PPM`), its timers stop while it is
         // paused, and under its control, the clock itself stands still during the client's stalls.
-        let clock = ClientClock::new(start, draws.random_range(-MAX_PPM..=MAX_PPM)).with_stalls(
+        let mut ppm = draws.random_range(-MAX_PPM..=MAX_PPM);
+        if control == Some(Control::WithoutDriftAllowance) {
+            ppm = -MAX_PPM;
+        }
+        let clock = ClientClock::new(start, ppm).with_stalls(
             stalls
                 .iter()
                 .filter(|s| s.client == c)
@@ -353,6 +370,7 @@ async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimEr
             ttl_ms: setup.ttl_ms,
             ignore_validity: control == Some(Control::IgnoreValidity),
             pause_unfenced: control == Some(Control::PauseUnfenced),
+            to_validity_end: control == Some(Control::WithoutDriftAllowance),
             kinds,
             shared: profile.shared_keys,
             permits: setup.permits,

@@ -163,6 +163,11 @@ pub struct WorldStats {
     pub commands: u64,
     /// Faults started.
     pub faults: u64,
+    /// The acquire side's commands among them, one per command of a pipeline (`SET`, `EVAL`,
+    /// `EVALSHA`: what `INFO commandstats` would count as attempts and scripts).
+    pub sets_and_scripts: u64,
+    /// Messages published on lock masters (release announcements).
+    pub published: u64,
 }
 
 /// What the world did, read at the end of a run: each fault as it happened (a fault can start
@@ -445,6 +450,7 @@ impl World {
         let clock = node.clock.at(now);
         let mut published = Vec::new();
         let mut oom = 0;
+        let mut sets_and_scripts = 0;
         let delivery = match env.op {
             Op::Commands {
                 cmds,
@@ -454,6 +460,11 @@ impl World {
             } => {
                 let mut values = Vec::with_capacity(cmds.len());
                 for cmd in &cmds {
+                    if matches!(env.master, Endpoint::Master(_))
+                        && cmd.first().is_some_and(|c| acquire_side(c))
+                    {
+                        sets_and_scripts += 1;
+                    }
                     let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
                     let out = node.master.execute(clock, &args);
                     published.extend(out.published);
@@ -486,6 +497,8 @@ impl World {
         if let Endpoint::Master(_) = env.master {
             let mut stats = self.stats.get();
             stats.commands += 1;
+            stats.sets_and_scripts += sets_and_scripts;
+            stats.published += published.len() as u64;
             self.stats.set(stats);
             self.log.borrow_mut().count(operations::OOM, oom);
         }
@@ -732,6 +745,13 @@ impl World {
 /// When client `client`, paused or not, next acts: `now`, or the end of its pause.
 fn resume_at(frozen: &BTreeMap<usize, u64>, client: usize, now: u64) -> u64 {
     frozen.get(&client).map_or(now, |until| (*until).max(now))
+}
+
+/// Whether a command is `SET`, `EVAL` or `EVALSHA`.
+fn acquire_side(name: &[u8]) -> bool {
+    [&b"SET"[..], b"EVAL", b"EVALSHA"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 fn deliver(delivery: Delivery) {

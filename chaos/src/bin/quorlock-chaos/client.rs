@@ -54,6 +54,10 @@ pub struct ClientArgs {
     /// Negative control: unsafe clients.
     #[arg(long = "unsafe", value_enum)]
     unsafe_mode: Option<UnsafeArg>,
+    /// Out of model, for an operation's control: every client here runs without this mechanism
+    /// of the library (replaced-master, durability-over-time).
+    #[arg(long, value_parser = quorlock_chaos::compose::operations::control::mechanism_named)]
+    without: Option<quorlock::config::Mechanism>,
 }
 
 /// Runs the slice; exit 0 with every line written, 2 when the workload could not run.
@@ -113,6 +117,7 @@ pub async fn run(args: ClientArgs) -> ExitCode {
     let opts = WorkloadOptions {
         slice: (args.group, args.groups),
         opening_players: workload::opening_players(mode, args.clients),
+        without: args.without,
         ..opts
     };
     let stats = workload::run(

@@ -9,10 +9,12 @@
 //!   harness, and the harness depends on the lock library: the other way round would be a cycle.
 //! - `simulate` runs the real client against simulated masters, networks and clocks, seed after
 //!   seed on a paused clock; any failure replays from its seed.
+//! - `herd` measures the hand-off on one hot key in that simulation, for W waiting processes.
 
 mod client;
 mod demo;
 mod duration;
+mod herd;
 mod probe;
 mod progress;
 mod report;
@@ -80,6 +82,9 @@ enum Command {
     /// Run the real client against simulated masters, network and clocks, seed by seed, and
     /// check every history (exit 0 pass, 1 violation, or, with --control, 1 if none was caught)
     Simulate(simulate::SimulateArgs),
+    /// Measure the hand-off on one hot key in the simulation: W waiting processes, plain and fair,
+    /// the masters' commands per hand-off and its latency (exit 1 if two holds overlapped)
+    Herd(herd::HerdArgs),
 }
 
 #[tokio::main]
@@ -104,6 +109,9 @@ async fn main() -> ExitCode {
         }
         // Each seed builds its own single-threaded runtime, which cannot run inside this one.
         Command::Simulate(args) => tokio::task::spawn_blocking(move || simulate::run(args))
+            .await
+            .unwrap_or_else(|_| ExitCode::from(HARNESS_FAILED)),
+        Command::Herd(args) => tokio::task::spawn_blocking(move || herd::run(args))
             .await
             .unwrap_or_else(|_| ExitCode::from(HARNESS_FAILED)),
     }

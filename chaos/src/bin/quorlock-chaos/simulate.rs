@@ -29,7 +29,8 @@ pub struct SimulateArgs {
     simulated: Duration,
     /// Break one safety assumption on purpose, or remove one mechanism of the library:
     /// quorum-of-one, ignore-validity, wipe-without-grace, clock-jump, pause-unfenced,
-    /// fair-skips-queue, client-clock-stall, vm-rollback, without-replaced-master-rule,
+    /// fair-skips-queue, client-clock-stall, vm-rollback, kept-connections,
+    /// without-replaced-master-rule, without-drift-allowance,
     /// without-durability-rule, without-eviction-rule, without-permits-check,
     /// without-readers-check. The run then succeeds only if the control's own check (exclusion,
     /// lost updates, fair order, semaphore, read-write) reports violations.

@@ -4,20 +4,34 @@
 //! in its run is kept as a note, and a control whose check never fired leaves the run
 //! inconclusive, never passed, exactly as [`crate::verdict::judge`] treats the clients' modes.
 //!
-//! Each rule is switched off through a public builder option, because the library has no
-//! `seam` switch that removes exactly that rule (see [`Control::missing_switch`]):
-//! a restart grace of zero for the rule for a replaced master and for the durability-over-time
-//! rule (it also removes the uptime rule beneath them, which neither operation reaches: both
-//! masters report `appendfsync always`), and `refuse_evicting_masters(false)` for the eviction
-//! rule, which is exactly that rule.
+//! Each removes exactly its rule and leaves the grace and every other rule in place: the library's
+//! `seam` switch `unsafe_without_for_tests` for the rule for a replaced master (a promoted
+//! replica counts at once) and for the durability-over-time rule (a restart judged on the new
+//! report alone), the public `refuse_evicting_masters(false)` for the eviction rule.
 
-use std::time::Duration;
-
+use quorlock::config::Mechanism;
 use quorlock::QuorlockBuilder;
 
 use crate::checker::Rule;
 use crate::run::{Reason, RunReport, Verdict};
 use crate::scenario::ScenarioKind;
+
+/// The name of a mechanism the clients can run without (`quorlock-chaos client --without NAME`).
+pub fn mechanism_name(mechanism: Mechanism) -> &'static str {
+    match mechanism {
+        Mechanism::ReplacedMaster => "replaced-master",
+        Mechanism::DurabilityOverTime => "durability-over-time",
+        _ => "other",
+    }
+}
+
+/// The mechanism named `name` by [`mechanism_name`].
+pub fn mechanism_named(name: &str) -> Result<Mechanism, String> {
+    [Mechanism::ReplacedMaster, Mechanism::DurabilityOverTime]
+        .into_iter()
+        .find(|m| mechanism_name(*m) == name)
+        .ok_or_else(|| format!("unknown mechanism {name:?}; the clients can run without replaced-master or durability-over-time"))
+}
 
 /// An operation's negative control.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,36 +79,31 @@ impl Control {
     /// The probe clients' builder with the rule switched off.
     pub fn configure(self, builder: QuorlockBuilder) -> QuorlockBuilder {
         match self {
-            Control::CountReplacedMasters | Control::DurabilityFromReport => {
-                builder.restart_grace(Duration::ZERO)
-            }
+            Control::CountReplacedMasters => builder.unsafe_without_for_tests(Mechanism::ReplacedMaster),
+            Control::DurabilityFromReport => builder.unsafe_without_for_tests(Mechanism::DurabilityOverTime),
             Control::CountEvictingMasters => builder.refuse_evicting_masters(false),
+        }
+    }
+
+    /// The mechanism every client of the deployment runs without, the background clients
+    /// included: the masters' record is evidence every client shares, so a background client that
+    /// keeps the rule records a promoted replica as lost before a probe judges it, and protects
+    /// the probe. `None` when the probes alone are enough (eviction is judged from each master's
+    /// report, not from the record).
+    pub fn everywhere(self) -> Option<Mechanism> {
+        match self {
+            Control::CountReplacedMasters => Some(Mechanism::ReplacedMaster),
+            Control::DurabilityFromReport => Some(Mechanism::DurabilityOverTime),
+            Control::CountEvictingMasters => None,
         }
     }
 
     /// How the control switches its rule off, in words.
     pub fn switch(self) -> &'static str {
         match self {
-            Control::CountReplacedMasters | Control::DurabilityFromReport => "restart_grace(0)",
+            Control::CountReplacedMasters => "unsafe_without_for_tests(Mechanism::ReplacedMaster)",
+            Control::DurabilityFromReport => "unsafe_without_for_tests(Mechanism::DurabilityOverTime)",
             Control::CountEvictingMasters => "refuse_evicting_masters(false)",
-        }
-    }
-
-    /// The `seam` switch the library lacks for removing exactly this rule and nothing else, or
-    /// `None` when a public option already does.
-    pub fn missing_switch(self) -> Option<&'static str> {
-        match self {
-            Control::CountReplacedMasters => Some(
-                "a seam switch under which a check judges a new incarnation as if it had not inherited another \
-                 server's replication history (`promoted` ignored in core::master::record::next), leaving the grace \
-                 and every other rule in place",
-            ),
-            Control::DurabilityFromReport => Some(
-                "a seam switch under which a restart's durability is judged from the new incarnation's report alone \
-                 (the previous record's `durable` ignored in core::master::record::next), leaving the grace and every \
-                 other rule in place",
-            ),
-            Control::CountEvictingMasters => None,
         }
     }
 }
@@ -154,8 +163,15 @@ mod tests {
                 ScenarioKind::Eviction
             ]
         );
-        assert!(Control::CountEvictingMasters.missing_switch().is_none());
-        assert!(Control::CountReplacedMasters.missing_switch().is_some());
+        // Each removes its one rule: the seam switch, or the public option that is exactly it.
+        assert!(Control::CountReplacedMasters.switch().contains("ReplacedMaster"));
+        assert!(Control::DurabilityFromReport
+            .switch()
+            .contains("DurabilityOverTime"));
+        assert_eq!(
+            Control::CountEvictingMasters.switch(),
+            "refuse_evicting_masters(false)"
+        );
     }
 
     #[test]

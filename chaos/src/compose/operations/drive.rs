@@ -88,8 +88,12 @@ pub async fn run(
     }
     let quorum = masters / 2 + 1;
     let mut notes = vec![format!(
-        "background clients ({}, quorlock's defaults) ran in a container of their own; the probes (clients {} and {}{}) in one each",
+        "background clients ({}, {}) ran in a container of their own; the probes (clients {} and {}{}) in one each",
         opts.clients,
+        match control.and_then(Control::everywhere) {
+            Some(m) => format!("without the rule too: {}", control::mechanism_name(m)),
+            None => "quorlock's defaults".to_string(),
+        },
         opts.clients,
         opts.clients + 1,
         match control {
@@ -112,7 +116,10 @@ pub async fn run(
         }
     };
 
-    let common = client_args(&opts, &compose);
+    let mut common = client_args(&opts, &compose);
+    if let Some(mechanism) = control.and_then(Control::everywhere) {
+        common.push(format!("--without={}", control::mechanism_name(mechanism)));
+    }
     let clients =
         ContainerClients::create(&compose, project.run_id(), binary, &SliceArgs { common }, 1).await?;
     workload::reset_witness(clients.witness_host_url(), opts.resources).await?;
