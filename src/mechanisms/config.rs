@@ -249,21 +249,6 @@ impl QuorlockBuilder {
         self
     }
 
-    /// Breaks the fair lock on purpose, for a negative control of the deterministic simulation: with
-    /// `true`, a fair acquire takes a free lock whether or not earlier waiters are queued (its
-    /// ticket is still queued and refreshed, only the turn is not waited for). Never use it
-    /// otherwise: it throws away the fair lock's order. Off by default, and with `false` nothing
-    /// changes. Needs the `seam` feature.
-    #[cfg(feature = "seam")]
-    #[doc(hidden)]
-    pub fn unsafe_fair_skips_queue_for_tests(self, on: bool) -> Self {
-        if on {
-            self.unsafe_without_for_tests(Mechanism::FairQueue)
-        } else {
-            self
-        }
-    }
-
     /// Removes one mechanism of the library on purpose, for a negative control of the
     /// deterministic simulation: the control shows that the check standing for that mechanism
     /// fails without it (see [`Mechanism`]). Never use it otherwise: every mechanism it can remove

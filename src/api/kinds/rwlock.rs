@@ -203,25 +203,26 @@ pub(crate) struct Writing {
     /// hold the lock, long enough to span the pauses between its rounds, and no longer than a
     /// crashed writer's key would block anyone.
     wait_ms: u64,
-    /// Where the fenced write looks for readers: the readers' key, or, in a negative control that
-    /// removed [`Mechanism::FencedWriteReaders`], a key no reader ever joins.
-    fenced_readers: String,
+    /// In a negative control that removed [`Mechanism::FencedWriteReaders`] only: the key the
+    /// fenced write looks for readers in instead of theirs, which no reader ever joins.
+    unchecked_readers: Option<String>,
 }
 
 impl Writing {
     /// The write hold of `resource`, waiting `wait_ms` where readers refuse it.
     pub(crate) fn new(ctx: &Ctx<'_>, resource: String, wait_ms: u64) -> Self {
         let keys = Keys::new(ctx, &resource);
-        let mut fenced_readers = keys.readers.to_string();
-        if ctx.config.removed.has(Mechanism::FencedWriteReaders) {
-            fenced_readers.push_str(":unchecked");
-        }
+        let unchecked_readers = ctx
+            .config
+            .removed
+            .has(Mechanism::FencedWriteReaders)
+            .then(|| format!("{}:unchecked", keys.readers));
         Self {
             keys,
             resource,
             waiter: ctx.entropy.id(),
             wait_ms,
-            fenced_readers,
+            unchecked_readers,
         }
     }
 }
@@ -274,8 +275,8 @@ impl Kind for Writing {
 /// The fenced write: the write rule and the fencing counter in one script per master.
 impl Fenceable for Writing {
     fn fenced_call(&self, held: &Held<WriteHold>, ttl_ms: u64, f: FencingArgs<'_>) -> ScriptCall {
-        let [writer, _, waiting] = self.keys.all();
-        let readers = self.fenced_readers.as_str();
+        let [writer, readers, waiting] = self.keys.all();
+        let readers = self.unchecked_readers.as_deref().unwrap_or(readers);
         let mut call = eval(&RW_WRITE_FENCED, &[writer, readers, waiting, f.counter, f.epoch]);
         call.push(&*held.token)
             .push(ttl_ms)

@@ -84,12 +84,13 @@ impl Semaphore {
     pub(crate) fn new(ctx: &Ctx<'_>, resource: String, permits: u32) -> Result<Self, InputError> {
         let permits = check_permits(permits).map_err(InputError::from)?;
         let mut keys = ctx.names.slots(&resource, permits);
-        let mut permits_key = ctx.names.semaphore_permits(&resource);
+        let permits_key = ctx.names.semaphore_permits(&resource);
         if ctx.config.removed.has(Mechanism::SemaphorePermits) {
             // A negative control: holders of other counts never read this one's.
-            permits_key.push_str(&format!(":{permits}"));
+            keys.push(format!("{permits_key}:{permits}"));
+        } else {
+            keys.push(permits_key);
         }
-        keys.push(permits_key);
         // A random first aim spreads clients that start together over the free slots.
         let first = ctx.entropy.between(0, u64::from(permits - 1));
         Ok(Self {
