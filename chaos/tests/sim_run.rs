@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use quorlock_chaos::sim::fence_watch::MAJORITY_LOST;
 use quorlock_chaos::sim::run::{run_seed, SeedConfig};
 
 fn seed(seed: u64, secs: u64) -> SeedConfig {
@@ -158,6 +159,25 @@ fn regression_seed_4000532_counters_wiped_everywhere_start_above_earlier_tokens(
 fn regression_seed_5001170_a_first_fenced_acquire_waits_for_counters_being_set_up() {
     let outcome = run_seed(classic(5_001_170, 30)).expect("a run");
     assert!(outcome.passed(), "{outcome:#?}");
+}
+
+/// Seed 6002932 found this: masters 1 and 2 come back without their fencing counters, and master
+/// 3 crashes with `appendfsync everysec`, losing its last increments, with no fenced acquire in
+/// between to repair them. The two intact counters left could never make the majority a repair
+/// raises the others from, so every fenced acquire was refused to the end of the run (the
+/// liveness check: "fencing counter missing or behind" on masters 1, 2 and 3). Masters that lost
+/// their counters so that no intact majority is left now start again at the clock
+/// (`core::fencing::RepairTarget::Restart`). The history still holds the situation: more than a
+/// minority of masters with lost, unrepaired counters at once.
+#[test]
+fn regression_seed_6002932_fenced_acquires_after_a_majority_lost_its_counters() {
+    let outcome = run_seed(seed(6_002_932, 30)).expect("a run");
+    assert!(outcome.passed(), "{outcome:#?}");
+    assert!(
+        outcome.effects.get(MAJORITY_LOST).is_some_and(|n| *n > 0),
+        "the seed no longer loses a majority of fencing counters: {:?}",
+        outcome.effects
+    );
 }
 
 /// The hand-off on one hot key: every waiter gets the lock once, one at a time, plain and fair.

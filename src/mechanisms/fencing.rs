@@ -42,7 +42,9 @@ pub(crate) struct Repair {
 /// token was ever issued or every master lost its counter since the last repair (a rolling restart
 /// of masters without persistence, with no fenced acquire in between): they all start at the wall
 /// clock (`wall_ms`) in microseconds, or above the highest counter this process or a master's
-/// record has seen if that is higher, each stamped with its epoch.
+/// record has seen if that is higher, each stamped with its epoch. If so many masters lost their
+/// counters that no intact majority can be read again, the ones waiting start again the same way,
+/// above every intact counter read (see `core::fencing`, the restart).
 pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wall_ms: u64) -> Repair {
     let n = masters.len();
     if !(0..n).any(|i| health.needs_fence_repair(i)) {
@@ -80,6 +82,7 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
         .max()
         .unwrap_or(0);
     let light = |i: &usize| health.fence_repair_light(*i);
+    let due = |i: &usize| health.fence_repair_due(*i, now);
     let (mut plan, target): (Vec<(usize, u64)>, RepairTarget) = match repair_target(&reads) {
         RepairTarget::Bootstrap => {
             // Never below a counter this process saw (its floors are forgotten at restarts) or a
@@ -91,11 +94,20 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
             waiting
                 .iter()
                 .copied()
-                .filter(|i| health.fence_repair_due(*i, now))
+                .filter(due)
                 .map(|i| (i, if light(&i) { intact_max } else { value }))
                 .collect(),
             RepairTarget::Raise(value),
         ),
+        RepairTarget::Restart => {
+            // No intact majority can be read again: the bootstrap's clock argument, above every
+            // intact counter read too, for the masters whose grace has passed.
+            let start = bootstrap_value(wall_ms, health.highest_counter().max(intact_max));
+            (
+                waiting.iter().copied().filter(due).map(|i| (i, start)).collect(),
+                RepairTarget::Restart,
+            )
+        }
         undecided @ RepairTarget::Undecided { .. } => (
             waiting
                 .iter()
@@ -126,6 +138,12 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
         debug!(
             masters = n,
             "no master has a fencing counter: starting them all at the wall clock in microseconds"
+        );
+    } else if target == RepairTarget::Restart {
+        warn!(
+            masters = n,
+            restarting = plan.len(),
+            "more than a minority of masters lost their fencing counters, so no intact majority is left to repair them from: they start again at the wall clock in microseconds"
         );
     } else {
         // A master without a counter while others have one lost its data.
@@ -223,14 +241,14 @@ fn read_counter(health: &Health, node: &Link, items: &[Value]) -> CounterRead {
             );
             health.mark_fence_epoch(i);
         }
-        return CounterRead::Unusable;
+        return lost_unless_light(health, i);
     }
     let Ok(counter) = counter.parse::<u64>() else {
         return CounterRead::Unusable;
     };
     if health.needs_fence_repair(i) {
         if !set_up_elsewhere(health.fence_vouchable(i), true, counter, health.fence_floor(i)) {
-            return CounterRead::Unusable;
+            return lost_unless_light(health, i);
         }
         debug!(
             node = i,
@@ -241,4 +259,14 @@ fn read_counter(health: &Health, node: &Link, items: &[Value]) -> CounterRead {
         health.fence_repaired(i, counter);
     }
     CounterRead::Present(counter)
+}
+
+/// A counter nothing vouches for now: lost, unless the master's record shows it lost nothing (its
+/// repair only stamps the epoch, and it counts as intact then).
+fn lost_unless_light(health: &Health, node: usize) -> CounterRead {
+    if health.fence_repair_light(node) {
+        CounterRead::Unusable
+    } else {
+        CounterRead::Lost
+    }
 }

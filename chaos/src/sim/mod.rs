@@ -14,7 +14,8 @@
 //!   each client's monotonic clock, at its own rate, stopped while the client is paused.
 //! - [`fault`]: the faults and their seeded plan; [`operations`]: the plan of the operations
 //!   (promotions, replacements, `CONFIG SET`, fillers, long scripts, late delivery);
-//!   [`durability`]: what a crash keeps; [`controls`]: the negative controls.
+//!   [`durability`]: what a crash keeps; [`fence_watch`]: the fencing counters' ground truth, for
+//!   the judge; [`controls`]: the negative controls.
 //! - [`profile`]: what a seed's masters and clients are set up with (persistence, memory limits,
 //!   replicas, each client's grace, refresh, TTLs and permits, a client started mid-run, shared
 //!   names).
@@ -36,6 +37,7 @@ pub mod durability;
 pub mod env;
 pub mod error;
 pub mod fault;
+pub mod fence_watch;
 pub mod herd;
 mod hold;
 pub mod master;

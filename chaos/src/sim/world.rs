@@ -24,6 +24,7 @@ use tokio::time::Instant;
 
 use super::durability::{Before, Survival};
 use super::fault::{Fault, Planned};
+use super::fence_watch::{FenceWatch, MAJORITY_LOST};
 use super::master::SimMaster;
 use super::wire::{Conn, Endpoint, Envelope, Incoming, LeftKey, Op, Replies};
 use crate::history::FaultWindow;
@@ -217,6 +218,8 @@ pub struct World {
     /// more than it did before operations existed.
     ops: Option<StdRng>,
     log: Rc<RefCell<WorldLog>>,
+    /// Ground truth about the fencing counters, for the judge.
+    fences: FenceWatch,
 }
 
 impl World {
@@ -234,6 +237,7 @@ impl World {
         let mut world = World {
             start,
             rng,
+            fences: FenceWatch::new(nodes.len()),
             nodes,
             store,
             links: BTreeMap::new(),
@@ -677,8 +681,10 @@ impl World {
     /// its disk holds decided now (see `durability.rs`).
     fn crash(&mut self, id: usize, m: usize) {
         let before = self.befores.remove(&id);
+        let now = self.now();
         let node = &mut self.nodes[m];
         if !node.down {
+            self.fences.going(m, &node.master, node.clock.at(now));
             let (aof, fsync) = node.master.appendfsync();
             let judged = super::durability::at_crash(aof, fsync, node.lowered, &node.master.run_id(), before);
             let mut log = self.log.borrow_mut();
@@ -713,6 +719,9 @@ impl World {
             Survival::Nothing => node.master.restart(false, clock),
             Survival::Before(snapshot) => node.master.restart_from(&snapshot, clock),
         };
+        if self.fences.back(m, self.nodes.iter().map(|n| &n.master), clock) {
+            self.log.borrow_mut().count(MAJORITY_LOST, 1);
+        }
         let target = Endpoint::Master(m);
         self.reset_where(|k| k.1 == target);
     }

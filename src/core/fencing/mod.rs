@@ -34,7 +34,8 @@
 //!
 //! None of this needs clocks: it holds however long a client pauses and however early keys expire.
 //! Clocks enter only the repair's wait (the grace) and the start of counters that were lost on
-//! every master (the bootstrap, below).
+//! every master, or on so many that no intact majority is left (the bootstrap and the restart,
+//! below).
 //!
 //! # Repair of a master that lost its counter
 //! A master that restarted without its data answers round 1 with "counter missing"; one that lost
@@ -49,7 +50,16 @@
 //! If *every* master answers that its counter is missing, either no token was ever issued or every
 //! master lost its counter since the last repair: the counters start at [`bootstrap_value`] (the
 //! wall clock in microseconds, and never below a counter this process or a master's record has
-//! seen), and this first repair stamps every epoch. A master whose record shows that its restart
+//! seen), and this first repair stamps every epoch. If more than a minority of masters answer
+//! without a counter, or with one only a full repair vouches for (a stale epoch, a counter gone
+//! back), and the rest cannot make a majority even with the masters that did not answer, no
+//! majority of intact counters can be read again and a raise would wait for ever (a majority of
+//! masters lost their data between two repairs; seed 6002932 of the simulation found two that came
+//! back without their counters and one crashed with `everysec`). Those masters *restart*: once their grace has
+//! passed they are raised to [`bootstrap_value`], above every intact counter read, on the clock
+//! argument of a bootstrap, which then covers every token issued before. The masters left below it
+//! are fewer than a majority, so every later round-1 majority holds a master at or above it, and
+//! the argument above carries on from there. A master whose record shows that its restart
 //! lost nothing (it persisted every write at every check, and the new incarnation does too, and it
 //! was not promoted from a replica: `core::master::record`) keeps an intact counter, so it is
 //! raised at once to the largest intact counter read (nothing, if it is already the highest) and
@@ -112,9 +122,12 @@ pub enum CounterRead {
     Present(u64),
     /// The master has no counter.
     Absent,
-    /// The master is waiting for repair or its epoch is stale (its counter may be behind), or it
-    /// did not answer.
+    /// The master did not answer, or its counter may yet prove intact (it waits for a repair that
+    /// only stamps its epoch, or this client is checking its `run_id`).
     Unusable,
+    /// The master answered with a counter nothing vouches for, and only a full repair answers that:
+    /// its epoch is stale, or it went back, and its record does not show that it lost nothing.
+    Lost,
 }
 
 /// What a repair may do with the counters read from every master.
@@ -122,8 +135,15 @@ pub enum CounterRead {
 pub enum RepairTarget {
     /// Raise the masters that need it to this value (read from a majority of intact masters).
     Raise(u64),
-    /// Every master answered that it has no counter: start them all at zero.
+    /// Every master answered that it has no counter: start them all at [`bootstrap_value`].
     Bootstrap,
+    /// More than a minority of masters answered without a counter, or with one that only a full
+    /// repair vouches for: no majority of intact counters can ever be read again, so a [`Raise`]
+    /// is out of reach for good. The masters that need it start again at [`bootstrap_value`] (the
+    /// clock argument of a bootstrap), above the intact counters read.
+    ///
+    /// [`Raise`]: RepairTarget::Raise
+    Restart,
     /// Too few intact masters answered; try again later.
     Undecided {
         /// How many intact masters answered.
@@ -147,8 +167,10 @@ pub fn repair_target(reads: &[CounterRead]) -> RepairTarget {
     if n > 0 && reads.iter().all(|r| *r == CounterRead::Absent) {
         return RepairTarget::Bootstrap;
     }
+    let may_be_intact = present.len() + reads.iter().filter(|r| **r == CounterRead::Unusable).count();
     match present.iter().max() {
         Some(max) if present.len() >= required => RepairTarget::Raise(*max),
+        _ if n > 0 && may_be_intact < required => RepairTarget::Restart,
         _ => RepairTarget::Undecided {
             present: present.len(),
             required,
@@ -279,12 +301,28 @@ mod tests {
             }
         );
         assert_eq!(repair_target(&[Absent, Absent, Absent]), RepairTarget::Bootstrap);
-        // A majority of absent counters with one master silent is not a fresh deployment.
+        // A majority of absent counters with one master silent is not a fresh deployment, and no
+        // majority of intact counters can be read again whatever the silent one holds.
+        assert_eq!(repair_target(&[Absent, Absent, Unusable]), RepairTarget::Restart);
+        // Two intact, two silent that may be: wait for them.
         assert_eq!(
-            repair_target(&[Absent, Absent, Unusable]),
+            repair_target(&[Present(4), Present(9), Unusable, Unusable, Lost]),
+            RepairTarget::Undecided {
+                present: 2,
+                required: 3
+            }
+        );
+        // Two intact, the other three lost or wiped (seed 6002932 of the simulation): a raise
+        // would wait for ever.
+        assert_eq!(
+            repair_target(&[Present(4), Absent, Absent, Lost, Present(9)]),
+            RepairTarget::Restart
+        );
+        assert_eq!(
+            repair_target(&[]),
             RepairTarget::Undecided {
                 present: 0,
-                required: 2
+                required: 1
             }
         );
     }

@@ -163,6 +163,9 @@ struct Model {
     /// The old rule, for its negative control: a repair is light when the restarted master
     /// reports `appendfsync always`, whatever its record shows.
     light_from_report: bool,
+    /// How far behind the model's clock a restart starts the counters (0 in the real client; more,
+    /// for the negative control of a clock behind).
+    restart_behind: u64,
 }
 
 impl Model {
@@ -207,6 +210,7 @@ impl Model {
             blind_commit: false,
             epochs: true,
             light_from_report: false,
+            restart_behind: 0,
         }
     }
 
@@ -511,12 +515,16 @@ impl Model {
                         _ if i == silent => CounterRead::Unusable,
                         None => CounterRead::Absent,
                         Some(v) if vouched(i, master) => CounterRead::Present(v),
+                        // The master being repaired, or one whose epoch is stale.
+                        Some(_) if i == m || epochs => CounterRead::Lost,
                         Some(_) => CounterRead::Unusable,
                     })
                     .collect();
                 let target = match repair_target(&reads) {
                     RepairTarget::Raise(v) => v,
                     RepairTarget::Bootstrap => 0,
+                    // The clock in the model's steps: a counter grows by at most one a step.
+                    RepairTarget::Restart => self.now.saturating_sub(self.restart_behind),
                     RepairTarget::Undecided { .. } => return,
                 };
                 let master = &mut self.masters[m];
@@ -758,21 +766,26 @@ mod tests {
         );
     }
 
+    /// Client `c` acquires on masters `a` and `b` alone: both rounds, then the end of each.
+    fn acquire_on(model: &mut Model, c: usize, a: usize, b: usize) {
+        for op in [
+            Op::Start(c),
+            Op::Ask(c, a),
+            Op::Ask(c, b),
+            Op::EndRound1(c),
+            Op::Commit(c, a),
+            Op::Commit(c, b),
+            Op::EndCommit(c),
+        ] {
+            model.step(op);
+        }
+    }
+
     /// Client 0 is issued three tokens (1, 2, 3) committed on masters 0 and 1; master 2 stays at 0.
     fn issue_three_on_0_and_1(model: &mut Model) {
         for _ in 0..3 {
-            for op in [
-                Op::Start(0),
-                Op::Ask(0, 0),
-                Op::Ask(0, 1),
-                Op::EndRound1(0),
-                Op::Commit(0, 0),
-                Op::Commit(0, 1),
-                Op::EndCommit(0),
-                Op::Release(0),
-            ] {
-                model.step(op);
-            }
+            acquire_on(model, 0, 0, 1);
+            model.step(Op::Release(0));
         }
     }
 
@@ -789,18 +802,8 @@ mod tests {
             model.light_from_report = light_from_report;
             issue_three_on_0_and_1(&mut model);
             model.step(Op::Lose(1, 3));
-            for op in [
-                Op::Repair(1, 0),
-                Op::Start(1),
-                Op::Ask(1, 1),
-                Op::Ask(1, 2),
-                Op::EndRound1(1),
-                Op::Commit(1, 1),
-                Op::Commit(1, 2),
-                Op::EndCommit(1),
-            ] {
-                model.step(op);
-            }
+            model.step(Op::Repair(1, 0));
+            acquire_on(&mut model, 1, 1, 2);
             model
         };
         let old = scenario(true);
@@ -883,6 +886,40 @@ mod tests {
             safe.issues.last().is_some_and(|i| i.token > 3),
             "{:?}",
             safe.issues
+        );
+    }
+
+    /// A majority of masters loses its last increments (masters 0 and 1, which hold every token
+    /// issued): no intact majority is left to raise them from, so a raise would wait for ever and
+    /// no fenced lock would be issued again. They restart at the clock instead, above every token
+    /// issued; a restart from a clock far behind is caught.
+    #[test]
+    fn a_majority_that_lost_its_counters_restarts_above_every_issued_token() {
+        let scenario = |behind: u64| {
+            let mut model = Model::new(3, 2);
+            model.restart_behind = behind;
+            issue_three_on_0_and_1(&mut model);
+            model.step(Op::Lose(0, 3));
+            model.step(Op::Lose(1, 3));
+            // The repair hears nothing from master 2, and master 1 is lost too: master 0
+            // restarts; client 1 is then granted by it and master 2 (which no token reached).
+            model.step(Op::Repair(0, 2));
+            acquire_on(&mut model, 1, 0, 2);
+            model
+        };
+        let safe = scenario(0);
+        assert!(safe.check().is_ok());
+        assert_eq!(safe.issues.len(), 4, "the fenced lock is issued again");
+        assert!(
+            safe.issues.last().is_some_and(|i| i.token > 3),
+            "{:?}",
+            safe.issues
+        );
+        let behind = scenario(1_000);
+        assert_eq!(behind.issues.len(), 4);
+        assert!(
+            behind.check().is_err(),
+            "a restart from a clock behind lets tokens go back"
         );
     }
 }

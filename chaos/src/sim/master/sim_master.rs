@@ -311,6 +311,17 @@ impl SimMaster {
         }
     }
 
+    /// The string at `key`, if it is alive at `now`, read without touching anything: for the
+    /// simulation's own judgement, as [`SimMaster::peek_hash_field`].
+    pub fn peek_string(&self, key: &[u8], now: u64) -> Option<Vec<u8>> {
+        let server = self.server.try_borrow().ok()?;
+        let (_, entry) = server.keyspace.live_keys(now).find(|(k, _)| *k == key)?;
+        match &entry.data {
+            keyspace::Data::Str(bytes) => Some(bytes.clone()),
+            _ => None,
+        }
+    }
+
     /// Sets what `PUBLISH` answers: the number of subscribers of a channel. Without it, `PUBLISH`
     /// answers 0 (the network layer, which knows the subscribers, delivers the messages).
     pub fn set_subscriber_count(&mut self, count: SubscriberCount) {

@@ -13,6 +13,7 @@ use redis::Value;
 use super::{Busy, Event, World};
 use crate::sim::durability::Before;
 use crate::sim::fault::Fault;
+use crate::sim::fence_watch::MAJORITY_LOST;
 use crate::sim::master::{reply, MasterConfig, SimMaster};
 use crate::sim::wire::{Endpoint, Envelope, Op};
 
@@ -184,13 +185,19 @@ impl World {
     /// `server` answers at master `m`'s address from now on; the clients' connections reset,
     /// unless they are kept (behind a proxy), in which case their next command reaches it.
     fn take_over(&mut self, m: usize, server: SimMaster, keep_connections: bool) {
+        let now = self.now();
         let node = &mut self.nodes[m];
+        let clock = node.clock.at(now);
+        self.fences.going(m, &node.master, clock);
         node.evicted_before += node.master.evicted_keys();
         node.master = server;
         node.down = false;
         node.revives = None;
         node.lowered = false;
         node.busy = None;
+        if self.fences.back(m, self.nodes.iter().map(|n| &n.master), clock) {
+            self.log.borrow_mut().count(MAJORITY_LOST, 1);
+        }
         if !keep_connections {
             let target = Endpoint::Master(m);
             self.reset_where(|k| k.1 == target);
