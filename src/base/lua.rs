@@ -67,6 +67,10 @@ scripts! {
     FENCE_ACQUIRE = include_str!("../scripts/fence_acquire.lua");
     /// Fenced round 2: raise the counter to the token while our key holds our token.
     FENCE_COMMIT = include_str!("../scripts/fence_commit.lua");
+    /// Out of model, for the simulation's negative control only
+    /// (`QuorlockBuilder::unsafe_without_for_tests(Mechanism::FenceCommitKey)`): round 2 without
+    /// its key check. In every build, though only a build with the `seam` feature can ask for it.
+    FENCE_COMMIT_BLIND = include_str!("../scripts/fence_commit_blind_for_tests.lua");
     /// Fencing repair: raise a counter to a value read from a majority.
     FENCE_REPAIR = include_str!("../scripts/fence_repair.lua");
     /// A master check's read of the record the master keeps about itself, with its run_id and clock.
@@ -134,8 +138,8 @@ scripts! {
 }
 
 /// How many scripts there are (the size of each node's cache record).
-pub(crate) const SCRIPTS: usize = 29;
-const _: () = assert!(SCRIPTS == 29);
+pub(crate) const SCRIPTS: usize = 30;
+const _: () = assert!(SCRIPTS == 30);
 
 /// The SHA1 Redis files `source` under.
 pub(crate) fn sha1_hex(source: &str) -> String {

@@ -30,6 +30,13 @@ pub enum Mechanism {
     /// The readers check of the fenced write: a fenced writer reads an empty set of readers, so it
     /// takes the lock beside unexpired readers.
     FencedWriteReaders,
+    /// The epoch check of the fenced rounds and of the repair's read: a master's fencing counter
+    /// counts as vouched for by whatever epoch it holds, so a master that restarted having lost
+    /// its last increments votes with what it kept.
+    FenceEpoch,
+    /// The key check of the fenced commit: round 2 raises the counter and counts as a yes whether
+    /// or not the master still holds this acquisition's key.
+    FenceCommitKey,
 }
 
 /// The mechanisms one client was built without: none, except in a negative control.
@@ -66,6 +73,8 @@ mod tests {
             Mechanism::DurabilityOverTime,
             Mechanism::SemaphorePermits,
             Mechanism::FencedWriteReaders,
+            Mechanism::FenceEpoch,
+            Mechanism::FenceCommitKey,
         ];
         for m in all {
             assert!(!Removed::default().has(m));

@@ -61,11 +61,23 @@ pub enum Control {
     /// The fenced write's readers check is removed, on readers and fenced writers of the same
     /// names, with no fault.
     WithoutReadersCheck,
+    /// The epoch check of the fenced rounds and of the fencing repair's read is removed (a master's
+    /// counter counts as vouched for by whatever epoch it holds), on fenced locks, while every
+    /// master persists with `appendfsync everysec` and all of them crash together now and then,
+    /// each losing up to its last second of increments.
+    WithoutEpochCheck,
+    /// The key check of the fenced commit is removed (round 2 raises the counter whether or not
+    /// the master still holds the acquisition's key), on fenced locks, while each client's process
+    /// and its clock stop together for two TTLs now and then (a suspended VM: the client cannot
+    /// tell that time passed, so the validity of an acquisition caught between its rounds seems
+    /// intact). Out of model: with the mechanism in place, mutual exclusion fails too (a holder
+    /// suspended believes its lock valid), but no token goes back.
+    WithoutCommitKeyCheck,
 }
 
 impl Control {
     /// Every control, in a fixed order.
-    pub const ALL: [Control; 15] = [
+    pub const ALL: [Control; 17] = [
         Control::QuorumOfOne,
         Control::IgnoreValidity,
         Control::WipeWithoutGrace,
@@ -81,6 +93,8 @@ impl Control {
         Control::WithoutDriftAllowance,
         Control::WithoutPermitsCheck,
         Control::WithoutReadersCheck,
+        Control::WithoutEpochCheck,
+        Control::WithoutCommitKeyCheck,
     ];
 
     /// Whether it removes a mechanism of the library (the others break the environment or the
@@ -95,6 +109,8 @@ impl Control {
                 | Control::WithoutDriftAllowance
                 | Control::WithoutPermitsCheck
                 | Control::WithoutReadersCheck
+                | Control::WithoutEpochCheck
+                | Control::WithoutCommitKeyCheck
         )
     }
 
@@ -114,6 +130,8 @@ impl Control {
             Control::WithoutDriftAllowance => Some(Mechanism::DriftAllowance),
             Control::WithoutPermitsCheck => Some(Mechanism::SemaphorePermits),
             Control::WithoutReadersCheck => Some(Mechanism::FencedWriteReaders),
+            Control::WithoutEpochCheck => Some(Mechanism::FenceEpoch),
+            Control::WithoutCommitKeyCheck => Some(Mechanism::FenceCommitKey),
             _ => None,
         }
     }
@@ -137,10 +155,18 @@ impl Control {
             | Control::WithoutDriftAllowance => Check::Exclusion,
             Control::WithoutPermitsCheck => Check::Semaphore,
             Control::WithoutReadersCheck => Check::ReadWrite,
+            // A token issued below one issued before.
+            Control::WithoutEpochCheck | Control::WithoutCommitKeyCheck => Check::Fencing,
             // The safe intervals are fine; only the store sees the paused holder's late write.
             Control::PauseUnfenced => Check::LostUpdates,
             Control::FairSkipsQueue => Check::FairOrder,
         }
+    }
+
+    /// Whether its runs are out of model even with the mechanism in place (their twin keeps every
+    /// safety check but mutual exclusion).
+    pub fn breaks_exclusion_anyway(self) -> bool {
+        self == Control::WithoutCommitKeyCheck
     }
 
     /// The name on the command line.
@@ -161,6 +187,8 @@ impl Control {
             Control::WithoutDriftAllowance => "without-drift-allowance",
             Control::WithoutPermitsCheck => "without-permits-check",
             Control::WithoutReadersCheck => "without-readers-check",
+            Control::WithoutEpochCheck => "without-epoch-check",
+            Control::WithoutCommitKeyCheck => "without-commit-key-check",
         }
     }
 }

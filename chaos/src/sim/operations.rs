@@ -128,7 +128,10 @@ pub fn plan_for_control(
     run_ms: u64,
 ) -> Option<Vec<Planned>> {
     match control {
-        Control::WithoutReplacedRule | Control::WithoutDurabilityRule | Control::WithoutEvictionRule => {}
+        Control::WithoutReplacedRule
+        | Control::WithoutDurabilityRule
+        | Control::WithoutEvictionRule
+        | Control::WithoutEpochCheck => {}
         // Its check is judged with no fault in the way.
         other if other.removes_mechanism() => return Some(Vec::new()),
         _ => return None,
@@ -186,6 +189,19 @@ pub fn plan_for_control(
                     });
                 }
                 at = crash_at;
+            }
+            Control::WithoutEpochCheck => {
+                // Every master at once (a power loss): whichever majority grants next, none of it
+                // kept the increments of its last second.
+                for master in 0..masters {
+                    plan.push(Planned {
+                        at_ms: at,
+                        fault: Fault::Crash {
+                            master,
+                            ms: rng.random_range(0..=100),
+                        },
+                    });
+                }
             }
             Control::WithoutEvictionRule => {
                 let ms = rng.random_range(1_000..=3_000);

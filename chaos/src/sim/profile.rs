@@ -231,11 +231,23 @@ impl Profile {
     fn focus(&mut self, rng: &mut StdRng, control: Control) {
         let majority = self.masters.len() / 2 + 1;
         for (m, setup) in self.masters.iter_mut().enumerate() {
-            setup.everysec = false;
+            // The epoch check answers the increments a crash loses: every master may lose some.
+            setup.everysec = control == Control::WithoutEpochCheck;
             setup.memory = None;
             if control == Control::WithoutEvictionRule && m < majority {
                 let limit = super::master::BASE_USED + rng.random_range(24_000..=60_000u64);
                 setup.memory = Some((limit, EvictionPolicy::AllKeysLru));
+            }
+        }
+        if control == Control::WithoutEpochCheck {
+            // Short TTLs, so a short grace: the attempts made while the restarted masters' votes
+            // wait it out still draw from their counters, and over a long grace they would draw
+            // back every increment a crash lost.
+            self.max_ttl_ms = 300;
+            for client in &mut self.clients {
+                client.ttl_ms = (200, 300);
+                client.first_ttl_ms = Some(300);
+                client.grace = None;
             }
         }
         for (c, client) in self.clients.iter_mut().enumerate() {

@@ -294,7 +294,8 @@ async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimEr
     }
     // Drawn after everything else is planned and only under their control, so that no other run
     // draws differently.
-    let stalls: Vec<ClockStall> = if control == Some(Control::ClientClockStall) {
+    let suspended = control == Some(Control::WithoutCommitKeyCheck);
+    let stalls: Vec<ClockStall> = if control == Some(Control::ClientClockStall) || suspended {
         plan_stalls(&mut rng, CLIENTS, run_ms, TTL_MS.1 * 2, STALL_GAP_MS)
     } else {
         Vec::new()
@@ -322,6 +323,7 @@ async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimEr
         ) => &[CallKind::Plain],
         Some(Control::WithoutPermitsCheck) => &[CallKind::Semaphore],
         Some(Control::WithoutReadersCheck) => &[CallKind::Read, CallKind::FencedWrite],
+        Some(Control::WithoutEpochCheck | Control::WithoutCommitKeyCheck) => &[CallKind::Fenced],
         _ if profile.operations => &CallKind::EVERY,
         _ => &CallKind::ALL,
     };
@@ -345,6 +347,19 @@ async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimEr
                 .map(|s| (Duration::from_millis(s.at_ms), Duration::from_millis(s.ms))),
         );
         let wire = Wire::new(c, tx.clone(), clock.clone());
+        if suspended {
+            // A suspended VM: in each of its stalls, the process stops too.
+            let windows: Vec<ClockStall> = stalls.iter().filter(|s| s.client == c).cloned().collect();
+            let (clock, wire) = (clock.clone(), wire.clone());
+            tokio::task::spawn_local(async move {
+                for stall in windows {
+                    tokio::time::sleep_until(start + Duration::from_millis(stall.at_ms)).await;
+                    let length = Duration::from_millis(stall.ms);
+                    clock.pause(length);
+                    wire.freeze(length);
+                }
+            });
+        }
         let mut builder = Quorlock::builder()
             .environment(Arc::new(SimEnv::new(draws.random(), clock.clone(), T0)))
             .enforce_restart_grace(control != Some(Control::WipeWithoutGrace))

@@ -35,7 +35,7 @@ use tracing::{debug, info, warn};
 
 use crate::api::kinds::kind::{Ctx, Fenceable, FencingArgs, Held, Won};
 use crate::base::error::{AcquireError, NodeErrorKind};
-use crate::base::lua::{eval, Found, FENCE_COMMIT};
+use crate::base::lua::{eval, Found, Lua, FENCE_COMMIT, FENCE_COMMIT_BLIND};
 use crate::base::names::ttl_millis;
 use crate::core::fencing::{after_repair, fencing_token, AcquireReply, AfterRepair};
 use crate::core::{Decision, Timing};
@@ -43,6 +43,7 @@ use crate::mechanisms::fanout::Fanout;
 use crate::mechanisms::fencing::repair;
 use crate::mechanisms::ops::LockOps;
 use crate::mechanisms::release::ReleaseOnDrop;
+use crate::mechanisms::removal::Mechanism;
 use crate::mechanisms::round::{Read, Round, Votes};
 use crate::seam::link::Link;
 
@@ -123,6 +124,11 @@ async fn acquire_on<K: Fenceable>(
         return Read::vote(Err(NodeErrorKind::Unverified));
     };
     let (counter, epoch) = (ctx.names.fence_counter(), ctx.names.fence_epoch());
+    let run_id = if ctx.config.removed.has(Mechanism::FenceEpoch) {
+        held_epoch(node, &epoch).await.unwrap_or(run_id)
+    } else {
+        run_id
+    };
     let fencing = FencingArgs {
         counter: &counter,
         epoch: &epoch,
@@ -182,6 +188,18 @@ async fn acquire_on<K: Fenceable>(
             NodeErrorKind::FenceRepair
         }
     }))
+}
+
+/// Out of model, for the negative control that removes the epoch check
+/// (`Mechanism::FenceEpoch`) only: the epoch the master holds, which the round then sends as the
+/// `run_id` it vouches for, so that the script's epoch check always passes.
+async fn held_epoch(node: &Link, epoch: &str) -> Option<String> {
+    let mut get = redis::cmd("GET");
+    get.arg(epoch);
+    match node.query(Arc::new(get)).await {
+        Ok(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        _ => None,
+    }
 }
 
 /// Both rounds of one fenced acquisition; on any failure the key is released on every master.
@@ -254,6 +272,11 @@ async fn two_rounds<K: Fenceable>(
     for i in (0..round.masters.len()).filter(|i| !granted.contains(i)) {
         commit.refuse(i, now);
     }
+    let script = if ctx.config.removed.has(Mechanism::FenceCommitKey) {
+        &FENCE_COMMIT_BLIND
+    } else {
+        &FENCE_COMMIT
+    };
     let mut pending: Fanout<_> = granted
         .iter()
         .filter_map(|i| round.masters.get(*i))
@@ -261,7 +284,7 @@ async fn two_rounds<K: Fenceable>(
             let (key, counter, token) = (&held.key, &counter, &held.token);
             (
                 node.index(),
-                Box::pin(commit_on(node, key, counter, token, fence)),
+                Box::pin(commit_on(node, script, key, counter, token, fence)),
             )
         })
         .collect();
@@ -304,9 +327,16 @@ async fn two_rounds<K: Fenceable>(
     }
 }
 
-/// Round 2 on one master.
-async fn commit_on(node: &Link, key: &str, counter: &str, token: &str, fence: u64) -> Read<()> {
-    let mut call = eval(&FENCE_COMMIT, &[key, counter]);
+/// Round 2 on one master, with `script` (the commit, or a negative control's blind one).
+async fn commit_on(
+    node: &Link,
+    script: &'static Lua,
+    key: &str,
+    counter: &str,
+    token: &str,
+    fence: u64,
+) -> Read<()> {
+    let mut call = eval(script, &[key, counter]);
     call.push(token).push(fence);
     Read::vote(
         node.run_script(&call)

@@ -32,8 +32,9 @@ pub struct SimulateArgs {
     /// fair-skips-queue, client-clock-stall, vm-rollback, kept-connections,
     /// without-replaced-master-rule, without-drift-allowance,
     /// without-durability-rule, without-eviction-rule, without-permits-check,
-    /// without-readers-check. The run then succeeds only if the control's own check (exclusion,
-    /// lost updates, fair order, semaphore, read-write) reports violations.
+    /// without-readers-check, without-epoch-check, without-commit-key-check. The run then succeeds only if the control's
+    /// own check (exclusion, lost updates, fair order, semaphore, read-write, fencing) reports
+    /// violations.
     #[arg(long)]
     control: Option<Control>,
     /// Print the totals as JSON.
