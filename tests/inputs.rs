@@ -40,6 +40,11 @@ async fn an_invalid_url_is_named_without_its_password() {
         ("not-a-url", "not a URL"),
         ("localhost:6379", "not a URL"),
         ("redis://:6379", "empty host"),
+        (
+            "redis://127.0.0.1:6379/-1",
+            "a database number (0, 1, ...) or nothing, not /-1",
+        ),
+        ("redis://127.0.0.1:6379/db", "not /db"),
     ] {
         let err = Quorlock::builder().node(url).build().await.expect_err("bad URL");
         assert!(

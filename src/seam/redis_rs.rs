@@ -259,6 +259,14 @@ fn what_is_wrong_with(url: &str) -> Option<String> {
     if parsed.port() == Some(0) {
         return Some("port 0 is not a port a master can listen on".to_owned());
     }
+    // redis-rs reads the path as a signed database number: `/-1` would only fail at the first
+    // connection, as `SELECT -1`.
+    let db = parsed.path().trim_matches('/');
+    if !parsed.scheme().ends_with("unix") && !db.is_empty() && db.parse::<u32>().is_err() {
+        return Some(format!(
+            "the path must be a database number (0, 1, ...) or nothing, not /{db}"
+        ));
+    }
     None
 }
 
