@@ -189,6 +189,54 @@ async fn a_master_that_lost_its_counter_is_repaired_before_it_votes() {
     c.resume(1).expect("resume");
 }
 
+/// Two of three masters come back empty while the third keeps its counter: no majority of intact
+/// counters is left to repair them from, and a raise would wait for ever. They start again at the
+/// clock once their grace has passed, above every token issued, and fenced locks are issued again.
+#[tokio::test]
+async fn masters_that_lost_their_counters_so_that_no_intact_majority_is_left_start_again() {
+    let mut c = cluster(3).await;
+    // A short TTL: the masters' records ask every repair to wait out the longest TTL declared.
+    let ttl = Duration::from_millis(800);
+    let grace = Duration::from_millis(1000);
+    let locks = builder(&c)
+        .restart_grace(grace)
+        .wait(Duration::from_secs(8))
+        .build()
+        .await
+        .expect("build");
+    let mut last = 0;
+    for _ in 0..3 {
+        let g = locks
+            .lock("ledger", ttl)
+            .fenced()
+            .acquire()
+            .await
+            .expect("acquire");
+        last = g.fencing_token().expect("token");
+        g.release().await.expect("release");
+    }
+    c.restart(0, DataMode::Wipe).await.expect("restart");
+    c.restart(1, DataMode::Wipe).await.expect("restart");
+    assert_eq!((counter(&c, 0).await, counter(&c, 1).await), (None, None));
+    // Every attempt is refused until the grace has passed: wait it out rather than spend them.
+    tokio::time::sleep(grace + Duration::from_millis(300)).await;
+    let g = locks
+        .lock("ledger", ttl)
+        .fenced()
+        .acquire()
+        .await
+        .expect("a fenced lock once the wiped masters start again");
+    let token = g.fencing_token().expect("token");
+    assert!(token > last, "token {token} after {last}");
+    g.release().await.expect("release");
+    for i in 0..2 {
+        assert!(
+            counter(&c, i).await.is_some_and(|v| v >= last),
+            "master {i} started again below {last}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_master_whose_counter_went_back_refuses_to_vote() {
     let c = cluster(3).await;

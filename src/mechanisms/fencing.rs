@@ -140,6 +140,11 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
             masters = n,
             "no master has a fencing counter: starting them all at the wall clock in microseconds"
         );
+    } else if target == RepairTarget::Restart && plan.is_empty() {
+        debug!(
+            masters = n,
+            "no intact majority of fencing counters is left; the lost ones start again once their grace has passed"
+        );
     } else if target == RepairTarget::Restart {
         warn!(
             masters = n,
