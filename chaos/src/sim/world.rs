@@ -4,7 +4,8 @@
 //! same connection, as TCP), runs it on the master's own clock, and sends the reply back the same
 //! way. Faults from the plan start and heal at their instants; what the operations among them do
 //! to a master (promotions, replacements, `CONFIG SET`, fillers, long scripts, late delivery,
-//! rollbacks) is in `world/operations.rs`. Nothing here reads the wall clock or an unseeded
+//! rollbacks) is in `world/operations.rs`, a crash and a restart in `world/lifecycle.rs`. Nothing
+//! here reads the wall clock or an unseeded
 //! generator, so one seed gives one schedule.
 
 use std::cell::{Cell, RefCell};
@@ -24,11 +25,12 @@ use tokio::time::Instant;
 
 use super::durability::{Before, Survival};
 use super::fault::{Fault, Planned};
-use super::fence_watch::{FenceWatch, MAJORITY_LOST};
+use super::fence_watch::FenceWatch;
 use super::master::SimMaster;
 use super::wire::{Conn, Endpoint, Envelope, Incoming, LeftKey, Op, Replies};
 use crate::history::FaultWindow;
 
+mod lifecycle;
 mod operations;
 
 /// One master's clock: `base + elapsed * (1e6 + ppm) / 1e6 + jumped`, in ms since the epoch.
@@ -675,55 +677,6 @@ impl World {
             | Fault::Fill { .. }
             | Fault::Rollback { .. } => {}
         }
-    }
-
-    /// Master `m` crashes now (the planned fault `id`): down, its connections reset, and what
-    /// its disk holds decided now (see `durability.rs`).
-    fn crash(&mut self, id: usize, m: usize) {
-        let before = self.befores.remove(&id);
-        let now = self.now();
-        let node = &mut self.nodes[m];
-        if !node.down {
-            self.fences.going(m, &node.master, node.clock.at(now));
-            let (aof, fsync) = node.master.appendfsync();
-            let judged = super::durability::at_crash(aof, fsync, node.lowered, &node.master.run_id(), before);
-            let mut log = self.log.borrow_mut();
-            if judged.spared {
-                log.count(operations::SPARED, 1);
-            }
-            if matches!(judged.survival, Survival::Before(_)) {
-                log.count(operations::LOSSY, 1);
-            }
-            drop(log);
-            node.revives = Some(judged.survival);
-            node.down = true;
-        }
-        let target = Endpoint::Master(m);
-        self.reset_where(|k| k.1 == target);
-    }
-
-    /// Restarts a crashed master: a new process, with what its disk held.
-    fn restart(&mut self, m: usize, now: u64) {
-        let node = &mut self.nodes[m];
-        if !node.down {
-            return;
-        }
-        node.down = false;
-        let clock = node.clock.at(now);
-        node.evicted_before += node.master.evicted_keys();
-        node.lowered = false;
-        // A restart of a simulated master fails only if its Lua state cannot be built, which
-        // would have failed at the start already.
-        let _ = match node.revives.take().unwrap_or(Survival::Nothing) {
-            Survival::All => node.master.restart(true, clock),
-            Survival::Nothing => node.master.restart(false, clock),
-            Survival::Before(snapshot) => node.master.restart_from(&snapshot, clock),
-        };
-        if self.fences.back(m, self.nodes.iter().map(|n| &n.master), clock) {
-            self.log.borrow_mut().count(MAJORITY_LOST, 1);
-        }
-        let target = Endpoint::Master(m);
-        self.reset_where(|k| k.1 == target);
     }
 
     fn heal_all(&mut self) {
