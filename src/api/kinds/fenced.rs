@@ -152,42 +152,42 @@ async fn acquire_on<K: Fenceable>(
         }
         Err(kind) => return Read::vote(Err(kind)),
     };
-    Read::vote(Err(match reply {
+    let (index, addr) = (index, node.addr());
+    match reply {
         AcquireReply::Granted(value) => {
             health.raise_fence_floor(index, value);
-            return Read::noting(Ok(()), value);
+            Read::noting(Ok(()), value)
         }
-        AcquireReply::Held => NodeErrorKind::Held,
+        AcquireReply::Held => Read::vote(Err(NodeErrorKind::Held)),
         AcquireReply::NewEpoch => {
             info!(
                 node = index,
-                addr = node.addr(),
+                addr,
                 "fencing epoch is not the master's run_id (it restarted, or is new); its counter is repaired before it votes again"
             );
             health.mark_fence_epoch(index);
-            NodeErrorKind::FenceRepair
+            Read::vote(Err(NodeErrorKind::FenceRepair))
         }
+        // A fresh master, or one that lost its data: the repair tells which, from what the
+        // others hold, and warns only about the second.
         AcquireReply::Uninitialized => {
-            // A fresh master, or one that lost its data: the repair tells which, from what the
-            // others hold, and warns only about the second.
             debug!(
                 node = index,
-                addr = node.addr(),
-                "no fencing counter on the master; it is set up before it votes"
+                addr, "no fencing counter on the master; it is set up before it votes"
             );
             health.mark_fence_absent(index);
-            NodeErrorKind::FenceRepair
+            Read::vote(Err(NodeErrorKind::FenceRepair))
         }
         AcquireReply::Regressed => {
             warn!(
                 node = index,
-                addr = node.addr(),
+                addr,
                 "fencing counter behind what this client saw (the master lost writes); it is repaired before it votes again"
             );
             health.mark_fence_repair(index);
-            NodeErrorKind::FenceRepair
+            Read::vote(Err(NodeErrorKind::FenceRepair))
         }
-    }))
+    }
 }
 
 /// Out of model, for the negative control that removes the epoch check
