@@ -120,8 +120,14 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
         ),
     };
     // Fresh counters on some masters and none on the others, nothing else: another client is
-    // setting them up, master by master.
-    let under_way = matches!(target, RepairTarget::Undecided { .. })
+    // setting them up, master by master. A restart still waiting for the grace of the masters it
+    // would start reads the same on fresh masters, where the other client's bootstrap ends it.
+    let waits = match target {
+        RepairTarget::Undecided { .. } => true,
+        RepairTarget::Restart => plan.is_empty(),
+        RepairTarget::Raise(_) | RepairTarget::Bootstrap => false,
+    };
+    let under_way = waits
         && reads.iter().any(|r| matches!(r, CounterRead::Present(_)))
         && reads
             .iter()
