@@ -57,6 +57,8 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
     get.arg(&counter).arg(&epoch);
     let get = Arc::new(get);
     let mut reads = vec![CounterRead::Unusable; n];
+    // The highest counter any master answered with, vouched for or not: a restart starts above it.
+    let mut answered_max = 0;
     let mut pending: Fanout<_> = masters
         .iter()
         .map(|link| (link.index(), link.query(Arc::clone(&get))))
@@ -64,7 +66,10 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
     while let Some((i, reply)) = pending.next().await {
         let Some(node) = masters.get(i) else { continue };
         let read = match reply {
-            Ok(Value::Array(items)) => read_counter(health, node, &items),
+            Ok(Value::Array(items)) => {
+                answered_max = answered_max.max(counter_of(&items).unwrap_or(0));
+                read_counter(health, node, &items)
+            }
             _ => CounterRead::Unusable,
         };
         if let Some(slot) = reads.get_mut(i) {
@@ -102,8 +107,10 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
         ),
         RepairTarget::Restart => {
             // No intact majority can be read again: the bootstrap's clock argument, above every
-            // intact counter read too, for the masters whose grace has passed.
-            let start = bootstrap_value(wall_ms, health.highest_counter().max(intact_max));
+            // counter read too (a master this client cannot vouch for may still hold the highest
+            // token, which another client would count it intact for), for the masters whose grace
+            // has passed.
+            let start = bootstrap_value(wall_ms, health.highest_counter().max(answered_max));
             (
                 waiting.iter().copied().filter(due).map(|i| (i, start)).collect(),
                 RepairTarget::Restart,
@@ -155,7 +162,7 @@ pub(crate) async fn repair(masters: &Masters, health: &Health, names: &Names, wa
         warn!(
             masters = n,
             restarting = plan.len(),
-            "more than a minority of masters lost their fencing counters, so no intact majority is left to repair them from: they start again at the wall clock in microseconds"
+            "fewer than a majority of fencing counters can be vouched for (masters lost them, or another client is still setting them up), so no intact majority is left to repair from: the ones waiting start again at the wall clock in microseconds, above every counter read"
         );
     } else {
         // A master without a counter while others have one lost its data.
@@ -273,6 +280,14 @@ fn read_counter(health: &Health, node: &Link, items: &[Value]) -> CounterRead {
         health.fence_repaired(i, counter);
     }
     CounterRead::Present(counter)
+}
+
+/// The counter in a master's `[counter, epoch]`, if it has one that reads as a number.
+fn counter_of(items: &[Value]) -> Option<u64> {
+    match items.first() {
+        Some(Value::BulkString(bytes)) => std::str::from_utf8(bytes).ok()?.parse().ok(),
+        _ => None,
+    }
 }
 
 /// A counter nothing vouches for now: lost, unless the master's record shows it lost nothing (its

@@ -52,14 +52,17 @@
 //! wall clock in microseconds, and never below a counter this process or a master's record has
 //! seen), and this first repair stamps every epoch. If more than a minority of masters answer
 //! without a counter, or with one only a full repair vouches for (a stale epoch, a counter gone
-//! back), and the rest cannot make a majority even with the masters that did not answer, no
-//! majority of intact counters can be read again and a raise would wait for ever (a majority of
-//! masters lost their data between two repairs; seed 6002932 of the simulation found two that came
-//! back without their counters and one crashed with `everysec`). Those masters *restart*: once their grace has
-//! passed they are raised to [`bootstrap_value`], above every intact counter read, on the clock
-//! argument of a bootstrap, which then covers every token issued before. The masters left below it
-//! are fewer than a majority, so every later round-1 majority holds a master at or above it, and
-//! the argument above carries on from there. A master whose record shows that its restart
+//! back), and the rest cannot make a majority even with the masters that did not answer, this
+//! client can read no majority of counters it vouches for again, and its raise would wait for
+//! ever (masters lost their data between two repairs; seed 6002932 of the simulation found two
+//! that came back without their counters and one crashed with `everysec`). Those masters
+//! *restart*: once their grace has passed they are raised to [`bootstrap_value`], never below any
+//! counter the read returned, vouched for or not, so that on the clock argument of a bootstrap
+//! the start is above every token issued before. A later token is drawn either from a majority
+//! holding a restarted master, and is above the start, or from one whose masters all kept their
+//! counters or were repaired from a majority, where the argument above holds without a clock; a
+//! master still waiting votes only after a repair of its own. Counters only grow, so a restart
+//! that races another client's raise or commit loses neither. A master whose record shows that its restart
 //! lost nothing (it persisted every write at every check, and the new incarnation does too, and it
 //! was not promoted from a replica: `core::master::record`) keeps an intact counter, so it is
 //! raised at once to the largest intact counter read (nothing, if it is already the highest) and
