@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{builder, cluster, locks};
-use quorlock::{FencedError, FencedStore, NodeErrorKind};
+use quorlock::{FencedError, FencedStore, NodeErrorKind, Quorlock};
 use quorlock_chaos::DataMode;
 use redis::AsyncCommands;
 
@@ -17,6 +17,24 @@ const COUNTER: &str = "quorlock:fence:counter";
 async fn counter(c: &quorlock_chaos::Cluster, i: usize) -> Option<u64> {
     let mut conn = c.client(i).await.expect("connect");
     conn.get(COUNTER).await.expect("GET counter")
+}
+
+/// A client with `grace`, whose acquires wait up to 8 s.
+async fn with_grace(c: &quorlock_chaos::Cluster, grace: Duration) -> Quorlock {
+    builder(c)
+        .restart_grace(grace)
+        .wait(Duration::from_secs(8))
+        .build()
+        .await
+        .expect("build")
+}
+
+/// Takes a fenced lock on `ledger` for `ttl` and releases it: its token.
+async fn fenced_token(locks: &Quorlock, ttl: Duration, what: &str) -> u64 {
+    let g = locks.lock("ledger", ttl).fenced().acquire().await.expect(what);
+    let token = g.fencing_token().expect("token");
+    g.release().await.expect("release");
+    token
 }
 
 #[tokio::test]
@@ -124,48 +142,22 @@ async fn a_key_of_another_type_fails_a_fenced_acquire_at_once_and_leaves_no_key(
 #[tokio::test]
 async fn a_master_that_lost_its_counter_is_repaired_before_it_votes() {
     let mut c = cluster(3).await;
-    let grace = Duration::from_millis(1500);
-    let locks = builder(&c)
-        .restart_grace(grace)
-        .wait(Duration::from_secs(8))
-        .build()
-        .await
-        .expect("build");
+    let locks = with_grace(&c, Duration::from_millis(1500)).await;
     let mut last = 0;
     for _ in 0..5 {
-        let g = locks
-            .lock("ledger", TTL)
-            .fenced()
-            .acquire()
-            .await
-            .expect("acquire");
-        last = g.fencing_token().expect("token");
-        g.release().await.expect("release");
+        last = fenced_token(&locks, TTL, "acquire").await;
     }
     // Master 0 comes back empty: no counter.
     c.restart(0, DataMode::Wipe).await.expect("restart");
     assert_eq!(counter(&c, 0).await, None);
     // Fenced acquisitions go on with masters 1 and 2; master 0 is repaired once the grace passed.
-    let g = locks
-        .lock("ledger", TTL)
-        .fenced()
-        .acquire()
-        .await
-        .expect("acquire");
-    assert!(g.fencing_token().expect("token") > last);
-    last = g.fencing_token().expect("token");
-    g.release().await.expect("release");
+    let token = fenced_token(&locks, TTL, "acquire").await;
+    assert!(token > last);
+    last = token;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut repaired = false;
     while !repaired && tokio::time::Instant::now() < deadline {
-        let g = locks
-            .lock("ledger", TTL)
-            .fenced()
-            .acquire()
-            .await
-            .expect("acquire");
-        let token = g.fencing_token().expect("token");
-        g.release().await.expect("release");
+        let token = fenced_token(&locks, TTL, "acquire").await;
         assert!(token > last, "token {token} after {last}");
         last = token;
         repaired = counter(&c, 0).await.is_some();
@@ -198,37 +190,18 @@ async fn masters_that_lost_their_counters_so_that_no_intact_majority_is_left_sta
     // A short TTL: the masters' records ask every repair to wait out the longest TTL declared.
     let ttl = Duration::from_millis(800);
     let grace = Duration::from_millis(1000);
-    let locks = builder(&c)
-        .restart_grace(grace)
-        .wait(Duration::from_secs(8))
-        .build()
-        .await
-        .expect("build");
+    let locks = with_grace(&c, grace).await;
     let mut last = 0;
     for _ in 0..3 {
-        let g = locks
-            .lock("ledger", ttl)
-            .fenced()
-            .acquire()
-            .await
-            .expect("acquire");
-        last = g.fencing_token().expect("token");
-        g.release().await.expect("release");
+        last = fenced_token(&locks, ttl, "acquire").await;
     }
     c.restart(0, DataMode::Wipe).await.expect("restart");
     c.restart(1, DataMode::Wipe).await.expect("restart");
     assert_eq!((counter(&c, 0).await, counter(&c, 1).await), (None, None));
     // Every attempt is refused until the grace has passed: wait it out rather than spend them.
     tokio::time::sleep(grace + Duration::from_millis(300)).await;
-    let g = locks
-        .lock("ledger", ttl)
-        .fenced()
-        .acquire()
-        .await
-        .expect("a fenced lock once the wiped masters start again");
-    let token = g.fencing_token().expect("token");
+    let token = fenced_token(&locks, ttl, "a fenced lock once the wiped masters start again").await;
     assert!(token > last, "token {token} after {last}");
-    g.release().await.expect("release");
     let issued = last;
     last = token;
     // The first restart may come before the second master's grace has passed (each is counted
@@ -238,14 +211,7 @@ async fn masters_that_lost_their_counters_so_that_no_intact_majority_is_left_sta
     let both = || async { counter(&c, 0).await.is_some() && counter(&c, 1).await.is_some() };
     while !both().await && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let g = locks
-            .lock("ledger", ttl)
-            .fenced()
-            .acquire()
-            .await
-            .expect("acquire");
-        let token = g.fencing_token().expect("token");
-        g.release().await.expect("release");
+        let token = fenced_token(&locks, ttl, "acquire").await;
         assert!(token > last, "token {token} after {last}");
         last = token;
     }

@@ -62,8 +62,8 @@
 //! holding a restarted master, and is above the start, or from one whose masters all kept their
 //! counters or were repaired from a majority, where the argument above holds without a clock; a
 //! master still waiting votes only after a repair of its own. Counters only grow, so a restart
-//! that races another client's raise or commit loses neither. A master whose record shows that its restart
-//! lost nothing (it persisted every write at every check, and the new incarnation does too, and it
+//! that races another client's raise or commit loses neither. A master whose record shows that
+//! its restart lost nothing (it persisted every write at every check, and the new incarnation does too, and it
 //! was not promoted from a replica: `core::master::record`) keeps an intact counter, so it is
 //! raised at once to the largest intact counter read (nothing, if it is already the highest) and
 //! its new epoch stamped, without the wait. What the restarted master *reports* about its
@@ -141,9 +141,9 @@ pub enum RepairTarget {
     /// Every master answered that it has no counter: start them all at [`bootstrap_value`].
     Bootstrap,
     /// More than a minority of masters answered without a counter, or with one that only a full
-    /// repair vouches for: no majority of intact counters can ever be read again, so a [`Raise`]
-    /// is out of reach for good. The masters that need it start again at [`bootstrap_value`] (the
-    /// clock argument of a bootstrap), above the intact counters read.
+    /// repair vouches for: this client can read no majority of counters it vouches for again, so
+    /// its [`Raise`] is out of reach. The masters that need it start again at [`bootstrap_value`]
+    /// (the clock argument of a bootstrap), above every counter read.
     ///
     /// [`Raise`]: RepairTarget::Raise
     Restart,

@@ -515,8 +515,9 @@ impl Model {
                         _ if i == silent => CounterRead::Unusable,
                         None => CounterRead::Absent,
                         Some(v) if vouched(i, master) => CounterRead::Present(v),
-                        // The master being repaired, or one whose epoch is stale.
-                        Some(_) if i == m || epochs => CounterRead::Lost,
+                        // The master being repaired, or one whose epoch is stale and whose
+                        // record does not show that it lost nothing (the client's own reading).
+                        Some(_) if i == m || (epochs && !self.light(i)) => CounterRead::Lost,
                         Some(_) => CounterRead::Unusable,
                     })
                     .collect();
