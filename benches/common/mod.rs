@@ -23,7 +23,10 @@ pub use commandstats::CommandStats;
 pub use floor::{server, Floor, FloorRelease, Wait};
 
 /// quorlock's compare-and-delete script, byte for byte.
-pub const RELEASE_SCRIPT: &str = include_str!("../../src/scripts/release.lua");
+pub const RELEASE_SCRIPT: &str = concat!(
+    include_str!("../../src/scripts/token_common.lua"),
+    include_str!("../../src/scripts/release.lua")
+);
 
 /// Requests queued per connection before senders wait, as quorlock's `node.rs` sets it.
 pub const PIPELINE_BUFFER: usize = 1024;

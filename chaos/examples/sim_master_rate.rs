@@ -10,7 +10,10 @@ use std::time::Instant;
 use quorlock_chaos::sim::master::{sha1_hex, Flavor, MasterConfig, Persistence, SimMaster};
 use redis::Value;
 
-const RELEASE: &str = include_str!("../../src/scripts/release.lua");
+const RELEASE: &str = concat!(
+    include_str!("../../src/scripts/token_common.lua"),
+    include_str!("../../src/scripts/release.lua")
+);
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cycles: u64 = match std::env::args().nth(1) {

@@ -13,7 +13,10 @@ mod scripts;
 /// A realistic wall clock for the simulated masters: some day in 2023, in ms.
 const T0: u64 = 1_700_000_000_000;
 
-const RELEASE: &str = include_str!("../../src/scripts/release.lua");
+const RELEASE: &str = concat!(
+    include_str!("../../src/scripts/token_common.lua"),
+    include_str!("../../src/scripts/release.lua")
+);
 
 fn master(flavor: Flavor, persistence: Persistence) -> SimMaster {
     SimMaster::new(MasterConfig::new(flavor, persistence, 42), T0).expect("a simulated master")

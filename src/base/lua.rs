@@ -58,15 +58,24 @@ macro_rules! scripts {
 
 scripts! {
     /// Compare-and-delete, publishing the release on the resource's channel.
-    RELEASE = include_str!("../scripts/release.lua");
+    RELEASE = concat!(
+        include_str!("../scripts/token_common.lua"),
+        include_str!("../scripts/release.lua")
+    );
     /// Compare-and-PEXPIRE.
-    EXTEND = include_str!("../scripts/extend.lua");
+    EXTEND = concat!(
+        include_str!("../scripts/token_common.lua"),
+        include_str!("../scripts/extend.lua")
+    );
     /// Reads type, value and PTTL of a key atomically (inspection).
     INSPECT = include_str!("../scripts/inspect.lua");
     /// Fenced round 1: SET NX and, if granted, INCR the counter.
     FENCE_ACQUIRE = include_str!("../scripts/fence_acquire.lua");
     /// Fenced round 2: raise the counter to the token while our key holds our token.
-    FENCE_COMMIT = include_str!("../scripts/fence_commit.lua");
+    FENCE_COMMIT = concat!(
+        include_str!("../scripts/token_common.lua"),
+        include_str!("../scripts/fence_commit.lua")
+    );
     /// Out of model, for the simulation's negative control only
     /// (`QuorlockBuilder::unsafe_without_for_tests(Mechanism::FenceCommitKey)`): round 2 without
     /// its key check. In every build, though only a build with the `seam` feature can ask for it.
@@ -84,9 +93,15 @@ scripts! {
     /// A reentrant lock's acquire: a hold for the owner, unless another owner holds it.
     REENTRANT_ACQUIRE = include_str!("../scripts/reentrant_acquire.lua");
     /// A reentrant hold's release; the last one deletes the lock and announces it.
-    REENTRANT_RELEASE = include_str!("../scripts/reentrant_release.lua");
+    REENTRANT_RELEASE = concat!(
+        include_str!("../scripts/reentrant_common.lua"),
+        include_str!("../scripts/reentrant_release.lua")
+    );
     /// A reentrant hold's extend.
-    REENTRANT_EXTEND = include_str!("../scripts/reentrant_extend.lua");
+    REENTRANT_EXTEND = concat!(
+        include_str!("../scripts/reentrant_common.lua"),
+        include_str!("../scripts/reentrant_extend.lua")
+    );
     /// A multi-resource lock's acquire: every key or none.
     MULTI_ACQUIRE = include_str!("../scripts/multi_acquire.lua");
     /// A multi-resource lock's release, announced per key.
@@ -96,17 +111,29 @@ scripts! {
     /// A semaphore's acquire: take the slot aimed at, or name the first free slot.
     SEMAPHORE_ACQUIRE = include_str!("../scripts/semaphore_acquire.lua");
     /// A permit's extend: its slot's compare-and-PEXPIRE, keeping the semaphore's permits key alive.
-    SEMAPHORE_EXTEND = include_str!("../scripts/semaphore_extend.lua");
+    SEMAPHORE_EXTEND = concat!(
+        include_str!("../scripts/token_common.lua"),
+        include_str!("../scripts/semaphore_extend.lua")
+    );
     /// A read lock's acquire: join the readers unless a writer holds or waits.
-    RW_READ = include_str!("../scripts/rw_read.lua");
+    RW_READ = concat!(
+        include_str!("../scripts/rw_common.lua"),
+        include_str!("../scripts/rw_read.lua")
+    );
     /// A read hold's release; the last reader announces it.
     RW_READ_RELEASE = include_str!("../scripts/rw_read_release.lua");
     /// A read hold's extend.
     RW_READ_EXTEND = include_str!("../scripts/rw_read_extend.lua");
     /// A write lock's acquire: the writer key unless a writer or readers hold; waits behind readers.
-    RW_WRITE = include_str!("../scripts/rw_write.lua");
+    RW_WRITE = concat!(
+        include_str!("../scripts/rw_common.lua"),
+        include_str!("../scripts/rw_write.lua")
+    );
     /// A fenced write's first round: the write rule and the fencing counter's draw, in one script.
-    RW_WRITE_FENCED = include_str!("../scripts/rw_write_fenced.lua");
+    RW_WRITE_FENCED = concat!(
+        include_str!("../scripts/rw_common.lua"),
+        include_str!("../scripts/rw_write_fenced.lua")
+    );
     /// A read-write lock's readers and waiting writers, read only.
     RW_INSPECT = include_str!("../scripts/rw_inspect.lua");
     /// A waiting writer giving up.

@@ -1,4 +1,5 @@
--- Reentrant extend: make the lock live at least TTL more milliseconds while our hold is in it.
+-- Reentrant extend: make the lock live at least TTL more milliseconds while our hold is in it
+-- (after reentrant_common.lua).
 -- KEYS[1] = the reentrant lock's hash.
 -- ARGV[1] = owner field, ARGV[2] = hold field, ARGV[3] = TTL in ms.
 -- The TTL only grows: another hold of the same owner may need the lock for longer.
@@ -11,7 +12,4 @@ if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
   end
   return 1
 end
-if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
-  return 0
-end
-return -1
+return hold_missing(KEYS[1], ARGV[1])

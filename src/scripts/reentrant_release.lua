@@ -1,4 +1,5 @@
--- Reentrant release: remove one hold; the last hold deletes the lock and announces the release.
+-- Reentrant release: remove one hold; the last hold deletes the lock and announces the release
+-- (after reentrant_common.lua).
 -- KEYS[1] = the reentrant lock's hash.
 -- ARGV[1] = owner field, ARGV[2] = hold field, ARGV[3] = channel to announce the release on ('' for none).
 -- The announcement carries the hold field, unique to the hold: listeners count the masters that
@@ -14,7 +15,4 @@ if redis.call('HDEL', KEYS[1], ARGV[2]) == 1 then
   end
   return 1
 end
-if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
-  return 0
-end
-return -1
+return hold_missing(KEYS[1], ARGV[1])

@@ -7,11 +7,20 @@ use redis::Value;
 
 use super::differential::{Cmp, Pair, RUN_ID};
 
-const RELEASE: &str = include_str!("../../../src/scripts/release.lua");
-const EXTEND: &str = include_str!("../../../src/scripts/extend.lua");
+const RELEASE: &str = concat!(
+    include_str!("../../../src/scripts/token_common.lua"),
+    include_str!("../../../src/scripts/release.lua")
+);
+const EXTEND: &str = concat!(
+    include_str!("../../../src/scripts/token_common.lua"),
+    include_str!("../../../src/scripts/extend.lua")
+);
 const INSPECT: &str = include_str!("../../../src/scripts/inspect.lua");
 const FENCE_ACQUIRE: &str = include_str!("../../../src/scripts/fence_acquire.lua");
-const FENCE_COMMIT: &str = include_str!("../../../src/scripts/fence_commit.lua");
+const FENCE_COMMIT: &str = concat!(
+    include_str!("../../../src/scripts/token_common.lua"),
+    include_str!("../../../src/scripts/fence_commit.lua")
+);
 const FENCE_REPAIR: &str = include_str!("../../../src/scripts/fence_repair.lua");
 const FENCED_READ: &str = include_str!("../../../src/scripts/fenced_read.lua");
 const FENCED_WRITE: &str = include_str!("../../../src/scripts/fenced_write.lua");
@@ -19,8 +28,14 @@ const MULTI_ACQUIRE: &str = include_str!("../../../src/scripts/multi_acquire.lua
 const MULTI_EXTEND: &str = include_str!("../../../src/scripts/multi_extend.lua");
 const MULTI_RELEASE: &str = include_str!("../../../src/scripts/multi_release.lua");
 const REENTRANT_ACQUIRE: &str = include_str!("../../../src/scripts/reentrant_acquire.lua");
-const REENTRANT_EXTEND: &str = include_str!("../../../src/scripts/reentrant_extend.lua");
-const REENTRANT_RELEASE: &str = include_str!("../../../src/scripts/reentrant_release.lua");
+const REENTRANT_EXTEND: &str = concat!(
+    include_str!("../../../src/scripts/reentrant_common.lua"),
+    include_str!("../../../src/scripts/reentrant_extend.lua")
+);
+const REENTRANT_RELEASE: &str = concat!(
+    include_str!("../../../src/scripts/reentrant_common.lua"),
+    include_str!("../../../src/scripts/reentrant_release.lua")
+);
 // The fair lock's scripts are sent with the shared helpers in front, as the client sends them.
 const FAIR_ACQUIRE: &str = concat!(
     include_str!("../../../src/scripts/fair_common.lua"),
@@ -35,12 +50,21 @@ const FAIR_LEAVE: &str = concat!(
     include_str!("../../../src/scripts/fair_leave.lua")
 );
 const SEMAPHORE_ACQUIRE: &str = include_str!("../../../src/scripts/semaphore_acquire.lua");
-const SEMAPHORE_EXTEND: &str = include_str!("../../../src/scripts/semaphore_extend.lua");
+const SEMAPHORE_EXTEND: &str = concat!(
+    include_str!("../../../src/scripts/token_common.lua"),
+    include_str!("../../../src/scripts/semaphore_extend.lua")
+);
 const MASTER_RECORD: &str = include_str!("../../../src/scripts/master_record.lua");
-const RW_READ: &str = include_str!("../../../src/scripts/rw_read.lua");
+const RW_READ: &str = concat!(
+    include_str!("../../../src/scripts/rw_common.lua"),
+    include_str!("../../../src/scripts/rw_read.lua")
+);
 const RW_READ_EXTEND: &str = include_str!("../../../src/scripts/rw_read_extend.lua");
 const RW_READ_RELEASE: &str = include_str!("../../../src/scripts/rw_read_release.lua");
-const RW_WRITE: &str = include_str!("../../../src/scripts/rw_write.lua");
+const RW_WRITE: &str = concat!(
+    include_str!("../../../src/scripts/rw_common.lua"),
+    include_str!("../../../src/scripts/rw_write.lua")
+);
 const RW_LEAVE: &str = include_str!("../../../src/scripts/rw_leave.lua");
 const RW_INSPECT: &str = include_str!("../../../src/scripts/rw_inspect.lua");
 

@@ -2,7 +2,8 @@
 //!
 //! Each master keeps the writer (one token, with an expiry), the readers (tokens, each with its own
 //! expiry on the master's clock) and the writers waiting (tokens with a short expiry). The scripts
-//! `rw_read.lua` and `rw_write.lua` apply [`MasterRw::read`] and [`MasterRw::write`]; the model in
+//! `rw_read.lua` and `rw_write.lua` (with the write rule in `rw_common.lua`) apply
+//! [`MasterRw::read`] and [`MasterRw::write`]; the model in
 //! `model.rs` drives these rules with many clients, each deciding with the crate's tally, and
 //! checks that no reader's validity overlaps a writer's and that a writer waiting on a majority
 //! keeps every new reader out.
@@ -68,7 +69,7 @@ pub fn fenced_write_reply(code: i64) -> Option<AcquireReply> {
 }
 
 /// One master's read-write state, times in milliseconds on the master's clock: the rules of
-/// `rw_read.lua` and `rw_write.lua` restated for the model, which checks them against every
+/// `rw_read.lua` and `rw_common.lua`'s write rule restated for the model, which checks them against every
 /// interleaving (the scripts themselves run in the integration tests and the simulation).
 #[cfg(test)]
 #[derive(Debug, Default, Clone)]
