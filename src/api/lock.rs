@@ -15,6 +15,7 @@ use tracing::{field, instrument};
 
 use crate::api::client::{Guard, Quorlock};
 use crate::api::kinds::fair::Fair;
+use crate::api::kinds::fenced::Fenced;
 use crate::api::kinds::kind::Kind as _;
 use crate::api::kinds::multi::{label, Multi};
 use crate::api::kinds::plain::Plain;
@@ -379,12 +380,12 @@ impl<'a> Lock<'a> {
                 inner.acquire(Plain::new(&ctx, resource), ttl, plan).await
             }
             (Target::One(resource), Kind::Plain, true) => {
-                inner.acquire_fenced(Plain::new(&ctx, resource), ttl, plan).await
+                inner.acquire(Fenced(Plain::new(&ctx, resource)), ttl, plan).await
             }
             (Target::One(resource), Kind::Write, fenced) => {
                 let writing = Writing::new(&ctx, resource, ttl_millis(ttl));
                 if fenced {
-                    inner.acquire_fenced(writing, ttl, plan).await
+                    inner.acquire(Fenced(writing), ttl, plan).await
                 } else {
                     inner.acquire(writing, ttl, plan).await
                 }

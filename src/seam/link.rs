@@ -164,19 +164,13 @@ impl Link {
                 let request = self.master.send_pipeline(Arc::clone(pipe), self.timeout);
                 CallRequest::Native(self.native(key, Step::Delete(request)))
             }
-            Call::CompareExtend {
-                key,
-                token,
-                ttl_ms,
-                script,
-            } => {
-                if !self.capabilities().set_ifeq {
-                    return CallRequest::Script(self.run_script(script));
+            Call::CompareExtend { key, script, .. } => match call.native_extend() {
+                Some(cmd) if self.capabilities().set_ifeq => {
+                    let request = self.master.send(Arc::new(cmd), self.timeout);
+                    CallRequest::Native(self.native(key, Step::Extend(request)))
                 }
-                let cmd = compare_extend(key, token, *ttl_ms);
-                let request = self.master.send(Arc::new(cmd), self.timeout);
-                CallRequest::Native(self.native(key, Step::Extend(request)))
-            }
+                _ => CallRequest::Script(self.run_script(script)),
+            },
         }
     }
 
@@ -374,6 +368,19 @@ pub(crate) enum Call {
         /// The same extend as a script.
         script: ScriptCall,
     },
+}
+
+impl Call {
+    /// A plain lock's compare-and-extend in its native form, `SET key token IFEQ token PX ttl`,
+    /// for the masters that have it; `None` for every other call.
+    pub(crate) fn native_extend(&self) -> Option<Cmd> {
+        match self {
+            Call::CompareExtend {
+                key, token, ttl_ms, ..
+            } => Some(compare_extend(key, token, *ttl_ms)),
+            _ => None,
+        }
+    }
 }
 
 /// A [`Call`] in flight.

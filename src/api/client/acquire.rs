@@ -17,7 +17,7 @@ use redis::Value;
 use tracing::{debug, warn, Span};
 
 use super::{Guard, Inner};
-use crate::api::kinds::fenced;
+use crate::api::kinds::fenced::{self, Fenced};
 use crate::api::kinds::kind::{Ctx, Departure, Fenceable, Kind, Lost, Wait, Won};
 use crate::base::error::AcquireError;
 use crate::base::lua::Found;
@@ -27,7 +27,7 @@ use crate::mechanisms::background::Background;
 use crate::mechanisms::coalesce::Turn;
 use crate::mechanisms::ops::LockOps;
 use crate::mechanisms::retry::policy::{
-    deadline, NamedWake, ReleaseOrExpiry, ReleaseWake, WaitSettings, Woken,
+    deadline, Jittered, NamedWake, ReleaseOrExpiry, ReleaseWake, WaitSettings, Woken,
 };
 use crate::mechanisms::retry::retry;
 use crate::mechanisms::round::Read;
@@ -44,30 +44,17 @@ impl Inner {
     }
 
     /// Acquires `kind` for `ttl`: retrying within `plan`, or one attempt when `plan` is `None`.
-    pub(crate) async fn acquire<K: Kind>(
+    /// Each attempt is one round of the kind's call, or the two rounds of a fenced acquisition
+    /// when `kind` is [`Fenced`] (whose token is then recorded on the current span).
+    pub(crate) async fn acquire<A: Attempt>(
         self: &Arc<Self>,
-        kind: K,
+        kind: A,
         ttl: Duration,
         plan: Option<RetryPlan>,
     ) -> Result<Guard, AcquireError> {
-        let timing = self.checked(&kind, ttl)?;
-        let won = self.acquire_with(&kind, plan, || self.attempt(&kind, timing));
-        Ok(self.guard_of(&kind, won.await?, timing))
-    }
-
-    /// Acquires `kind` for `ttl` with a fencing token: each attempt is a fenced acquisition (both
-    /// rounds). The token is recorded on the current span.
-    pub(crate) async fn acquire_fenced<K: Fenceable>(
-        self: &Arc<Self>,
-        kind: K,
-        ttl: Duration,
-        plan: Option<RetryPlan>,
-    ) -> Result<Guard, AcquireError> {
-        let timing = self.checked(&kind, ttl)?;
-        let won = self.acquire_with(&kind, plan, || {
-            fenced::attempt(self.round(), self.ctx(), &kind, timing)
-        });
-        Ok(self.guard_of(&kind, won.await?, timing))
+        let timing = self.checked(kind.kind(), ttl)?;
+        let won = self.acquire_with(kind.kind(), plan, || kind.attempt(self, timing));
+        Ok(self.guard_of(kind.kind(), won.await?, timing))
     }
 
     /// Checks `kind`'s arguments and `ttl` before anything is sent.
@@ -135,15 +122,15 @@ impl Inner {
             None => None,
         };
         let config = &self.config;
+        let settings = WaitSettings {
+            plan,
+            backoff: config.backoff,
+            wake_on_release: config.wake_on_release,
+            node_timeout: config.node_timeout,
+            clock: clock.clone(),
+        };
         let wake = match kind.wait() {
             Wait::ReleasedOrExpired(key) => {
-                let settings = WaitSettings {
-                    plan,
-                    backoff: config.backoff,
-                    wake_on_release: config.wake_on_release,
-                    node_timeout: config.node_timeout,
-                    clock: clock.clone(),
-                };
                 let mut policy = ReleaseOrExpiry::new(
                     settings,
                     self.entropy.clone(),
@@ -175,7 +162,7 @@ impl Inner {
                 ))
             }
         };
-        let mut policy = self.backoff(plan, started, &wake);
+        let mut policy = Jittered::new(&settings, self.entropy.clone(), started, &wake);
         with_turn(retry(resource, clock, started, &mut policy, attempt).await, turn)
     }
 
@@ -242,6 +229,55 @@ impl Inner {
             guard.lease().hold_turn(turn);
         }
         guard
+    }
+}
+
+/// How an acquire attempts a kind: one round of its call (every [`Kind`]), or the two fenced rounds
+/// around that call ([`Fenced`]). The rest of the acquire path is the same for both.
+pub(crate) trait Attempt {
+    /// The kind attempted.
+    type Kind: Kind;
+
+    /// The kind attempted.
+    fn kind(&self) -> &Self::Kind;
+
+    /// One attempt through `inner`'s masters, the lock valid for `timing`.
+    fn attempt(
+        &self,
+        inner: &Inner,
+        timing: Timing,
+    ) -> impl Future<Output = Result<Won<<Self::Kind as Kind>::Hold>, AcquireError>>;
+}
+
+impl<K: Kind> Attempt for K {
+    type Kind = K;
+
+    fn kind(&self) -> &K {
+        self
+    }
+
+    fn attempt(
+        &self,
+        inner: &Inner,
+        timing: Timing,
+    ) -> impl Future<Output = Result<Won<K::Hold>, AcquireError>> {
+        inner.attempt(self, timing)
+    }
+}
+
+impl<K: Fenceable> Attempt for Fenced<K> {
+    type Kind = K;
+
+    fn kind(&self) -> &K {
+        &self.0
+    }
+
+    fn attempt(
+        &self,
+        inner: &Inner,
+        timing: Timing,
+    ) -> impl Future<Output = Result<Won<K::Hold>, AcquireError>> {
+        fenced::attempt(inner.round(), inner.ctx(), &self.0, timing)
     }
 }
 

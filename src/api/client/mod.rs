@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use crate::base::error::InputError;
 use crate::base::names::Names;
-use crate::core::{quorum, RetryPlan, Timing};
+use crate::core::{quorum, Timing};
 use crate::mechanisms::background::Background;
 use crate::mechanisms::coalesce::LocalQueue;
 use crate::mechanisms::config::Config;
@@ -27,7 +27,6 @@ use crate::mechanisms::lease::Lease;
 use crate::mechanisms::ops::LockOps;
 use crate::mechanisms::pubsub::Waits;
 use crate::mechanisms::release::Release;
-use crate::mechanisms::retry::policy::Jittered;
 use crate::mechanisms::round::Round;
 use crate::mechanisms::watchdog::{Watchdog, WatchdogStats};
 use crate::seam::clock::Clock;
@@ -193,17 +192,5 @@ impl Inner {
         let clock = self.config.clock.clone();
         let lease = Lease::new(resource.to_owned(), key, token, ops, ttl, valid_until, clock);
         Guard::new(Arc::clone(self), lease)
-    }
-
-    /// Backs off between attempts within `plan`, from `started`, sleeping with `sleep`.
-    pub(crate) fn backoff<S>(&self, plan: RetryPlan, started: Instant, sleep: S) -> Jittered<S> {
-        Jittered::new(
-            plan,
-            self.config.backoff,
-            self.entropy.clone(),
-            self.config.clock.clone(),
-            started,
-            sleep,
-        )
     }
 }

@@ -47,6 +47,11 @@ use crate::mechanisms::removal::Mechanism;
 use crate::mechanisms::round::{Read, Round, Votes};
 use crate::seam::link::Link;
 
+/// A kind acquired with a fencing token: each attempt is [`attempt`]'s two rounds around the
+/// kind's own call, the rest of the acquire (its checks, waits and guard) the kind's.
+#[derive(Debug)]
+pub(crate) struct Fenced<K>(pub(crate) K);
+
 /// One fenced acquisition of `kind`, with another try each time a repair made masters usable
 /// again.
 ///

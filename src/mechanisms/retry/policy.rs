@@ -67,21 +67,14 @@ pub(crate) struct Jittered<S> {
 }
 
 impl<S> Jittered<S> {
-    /// Backs off with `backoff` (its jitter drawn from `entropy`) within `plan` from `started` on
-    /// `clock`, sleeping with `sleep`.
-    pub(crate) fn new(
-        plan: RetryPlan,
-        backoff: core::Backoff,
-        entropy: Entropy,
-        clock: Clock,
-        started: Instant,
-        sleep: S,
-    ) -> Self {
+    /// Backs off as `settings` say (its plan, its delay, its clock), the jitter drawn from
+    /// `entropy`, within the plan from `started`, sleeping with `sleep`.
+    pub(crate) fn new(settings: &WaitSettings, entropy: Entropy, started: Instant, sleep: S) -> Self {
         Self {
-            plan,
-            backoff,
+            plan: settings.plan,
+            backoff: settings.backoff,
             entropy,
-            clock,
+            clock: settings.clock.clone(),
             started,
             sleep,
         }
@@ -347,7 +340,7 @@ pub(crate) struct ReleaseOrExpiry<'a> {
     polling: bool,
 }
 
-/// What the plain acquire's wait needs of its client.
+/// What an acquire's waits need of its client.
 #[derive(Debug, Clone)]
 pub(crate) struct WaitSettings {
     /// The attempts and the wait.
@@ -374,14 +367,7 @@ impl<'a> ReleaseOrExpiry<'a> {
         key: &'a str,
     ) -> Self {
         Self {
-            backoff: Jittered::new(
-                settings.plan,
-                settings.backoff,
-                entropy,
-                settings.clock.clone(),
-                started,
-                Delay(settings.clock),
-            ),
+            backoff: Jittered::new(&settings, entropy, started, Delay(settings.clock.clone())),
             plan: settings.plan,
             started,
             deadline: deadline(started, settings.plan),

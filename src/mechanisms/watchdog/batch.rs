@@ -29,7 +29,7 @@ use crate::mechanisms::fanout::Fanout;
 use crate::mechanisms::health::Health;
 use crate::mechanisms::round::{Count, Driver};
 use crate::seam::clock::later;
-use crate::seam::link::{compare_extend, Call, Masters};
+use crate::seam::link::{Call, Masters};
 
 /// What one tick did.
 pub(super) struct Tick {
@@ -73,26 +73,18 @@ pub(super) async fn renew(
             Ok(timing) => {
                 let ttl_ms = ttl_millis(d.ttl);
                 // Built by SHA1 from the start where the kind allows it: no source copied per lock.
-                let (cmd, native) = match d.held.ops.extend(ttl_ms) {
-                    Call::Script(call) => {
-                        scripts.load(call.script());
-                        (call.into_by_sha(), None)
-                    }
-                    Call::Command(cmd) => ((*cmd).clone(), None),
-                    Call::CompareExtend {
-                        key,
-                        token,
-                        ttl_ms,
-                        script,
-                    } => {
+                let call = d.held.ops.extend(ttl_ms);
+                let native = call.native_extend();
+                let cmd = match call {
+                    Call::Command(cmd) => (*cmd).clone(),
+                    // A kind's extend script; the plain lock's compare-and-extend on masters
+                    // without `SET ... IFEQ`; and a compare-and-delete, never a renewal (it would
+                    // only fail), which goes out the same way.
+                    Call::Script(script)
+                    | Call::CompareExtend { script, .. }
+                    | Call::CompareDelete { script, .. } => {
                         scripts.load(script.script());
-                        let native = compare_extend(&key, &token, ttl_ms);
-                        (script.into_by_sha(), Some(native))
-                    }
-                    // A release is never a renewal: sent as built, it would only fail.
-                    Call::CompareDelete { script, .. } => {
-                        scripts.load(script.script());
-                        (script.into_by_sha(), None)
+                        script.into_by_sha()
                     }
                 };
                 cmds.push(cmd);
