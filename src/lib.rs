@@ -26,7 +26,9 @@
 //!    [`Guard`]); the lock [`kinds`] (plain, reentrant [`LockOwner`], multi-resource, fair
 //!    [`Ticket`], semaphore, read-write, and fencing around the plain lock or the write), each a
 //!    value of one trait (`kinds/kind.rs`) that supplies its keys, its acquire call, how a reply
-//!    reads, how it waits and its hold's extend and release, and never sees the client; work under
+//!    reads, how it waits and its hold's extend and release, and never sees the client; each kind's
+//!    file also declares its scripts and the [`Lock`] method that asks for it (`client/request.rs`
+//!    carries the choice to the acquire path); work under
 //!    a lock (`with_lock.rs`, [`LockHandle`]); [`Quorlock::release_token`] (`by_token.rs`);
 //!    [`Inspection`], [`SemaphoreInspection`] and [`RwInspection`] (`inspect/`); [`FencedStore`]
 //!    (`fenced_store.rs`), a resource that rejects stale fencing tokens.

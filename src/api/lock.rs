@@ -9,23 +9,17 @@
 //! [`Quorlock::acquire`], [`Quorlock::try_acquire`] and [`Quorlock::with_lock`] are the plain lock's
 //! shorthands.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::{field, instrument};
 
+use crate::api::client::request::{Choose, Request, Target};
 use crate::api::client::{Guard, Quorlock};
-use crate::api::kinds::fair::Fair;
-use crate::api::kinds::fenced::Fenced;
-use crate::api::kinds::kind::Kind as _;
-use crate::api::kinds::multi::{label, Multi};
-use crate::api::kinds::plain::Plain;
-use crate::api::kinds::reentrant::Reentrant;
-use crate::api::kinds::rwlock::{Reading, Writing};
-use crate::api::kinds::semaphore::Semaphore;
-use crate::api::kinds::{FairOptions, LockOwner};
+use crate::api::kinds::multi::label;
+use crate::api::kinds::plain::PlainChoice;
 use crate::base::error::{AcquireError, InputError};
 use crate::base::metrics;
-use crate::base::names::ttl_millis;
 use crate::core::RetryPlan;
 use crate::mechanisms::watchdog::KeepAlive;
 
@@ -68,7 +62,7 @@ pub struct Lock<'a> {
     client: &'a Quorlock,
     target: Target,
     ttl: Duration,
-    kind: Kind,
+    kind: Chosen,
     /// Whether a fencing token was asked for ([`Lock::fenced`]), whatever the kind.
     fenced: bool,
     wait: Option<Duration>,
@@ -76,38 +70,20 @@ pub struct Lock<'a> {
     keep_alive: KeepAlive,
 }
 
-/// What a request locks.
-#[derive(Debug, Clone)]
-enum Target {
-    One(String),
-    /// A set, all or nothing.
-    All(Vec<String>),
-}
-
-/// The kind of lock asked for.
-#[derive(Debug, Clone)]
-enum Kind {
+/// A request's kind: the plain lock unless a method of the kind's own file chose another.
+#[derive(Clone, Debug)]
+enum Chosen {
+    /// The plain lock (on one resource or a set), with nothing to carry.
     Plain,
-    Reentrant(LockOwner),
-    Fair(FairOptions),
-    Semaphore(u32),
-    Read,
-    Write,
+    /// Another kind, with what its method was given.
+    Other(Arc<dyn Choose>),
 }
 
-impl Kind {
-    /// The kind's name, `fenced` when a fencing token was asked for: `fenced` for the plain lock,
-    /// `fenced_write` for the write hold.
-    fn name(&self, fenced: bool) -> &'static str {
+impl Chosen {
+    fn get(&self) -> &dyn Choose {
         match self {
-            Kind::Plain if fenced => "fenced",
-            Kind::Write if fenced => "fenced_write",
-            Kind::Plain => "plain",
-            Kind::Reentrant(_) => "reentrant",
-            Kind::Fair(_) => "fair",
-            Kind::Semaphore(_) => "semaphore",
-            Kind::Read => "read",
-            Kind::Write => "write",
+            Chosen::Plain => &PlainChoice,
+            Chosen::Other(kind) => &**kind,
         }
     }
 }
@@ -210,7 +186,7 @@ impl<'a> Lock<'a> {
             client,
             target,
             ttl,
-            kind: Kind::Plain,
+            kind: Chosen::Plain,
             fenced: false,
             wait: None,
             attempts: None,
@@ -243,58 +219,6 @@ impl<'a> Lock<'a> {
     /// it is refused with [`InputError::Unsupported`] before anything is sent.
     pub fn fenced(mut self) -> Self {
         self.fenced = true;
-        self
-    }
-
-    /// Asks for a reentrant lock held by `owner`: if `owner` holds it already, this adds one more
-    /// hold. Every hold is its own [`Guard`] and needs its own release; the lock is free for other
-    /// owners once every hold is released (or has expired). A reentrant lock uses its own key, so
-    /// it does not exclude a plain lock on the same resource.
-    pub fn reentrant(mut self, owner: &LockOwner) -> Self {
-        self.kind = Kind::Reentrant(owner.clone());
-        self
-    }
-
-    /// Asks for a fair lock, served in the order waiters arrived, with the default
-    /// [`FairOptions`]. A fair lock uses its own keys, so it does not exclude a plain lock on the
-    /// same resource.
-    pub fn fair(self) -> Self {
-        self.fair_with(FairOptions::default())
-    }
-
-    /// Asks for a fair lock with `options` (a heartbeat, or a ticket drawn earlier).
-    pub fn fair_with(mut self, options: FairOptions) -> Self {
-        self.kind = Kind::Fair(options);
-        self
-    }
-
-    /// Asks for one of `permits` permits of a counting semaphore: at most `permits` holders at
-    /// once, each holding a slot ([`Guard::permit`]). Every permit is an ordinary lock on its own
-    /// slot key, decided by a majority, so a semaphore tolerates failed masters as a lock does.
-    /// A semaphore uses its own keys, so it does not exclude a plain lock on the same resource.
-    /// Every holder must ask with the same `permits`.
-    pub fn permits(mut self, permits: u32) -> Self {
-        self.kind = Kind::Semaphore(permits);
-        self
-    }
-
-    /// Asks for a read hold of a read-write lock: shared with other readers, refused while a
-    /// writer holds the lock or waits for it. Not reentrant, and never upgraded to a write (see
-    /// the [`kinds`](crate::kinds) notes). A read is also refused while a plain or fenced lock on
-    /// the same resource holds (the writer's key is the plain lock's), but a plain lock does not
-    /// wait for readers: exclude readers with [`Lock::write`].
-    pub fn read(mut self) -> Self {
-        self.kind = Kind::Read;
-        self
-    }
-
-    /// Asks for the write hold of a read-write lock: exclusive of readers and other writers. While
-    /// readers hold it, the writer waits on the masters that refused it, and new readers are kept
-    /// out until it has written or given up. With [`Lock::fenced`], the writer also gets a fencing
-    /// token. The write hold's key is the plain lock's key on `resource`, so it also excludes a
-    /// plain or fenced lock on it, and RedLock clients of other libraries.
-    pub fn write(mut self) -> Self {
-        self.kind = Kind::Write;
         self
     }
 
@@ -341,7 +265,7 @@ impl<'a> Lock<'a> {
     /// [`AcquireError::Queued`] when the deadline passed behind other tasks of this process; a
     /// non-retryable round failure (authentication, wrong key type) is returned at once. A fair
     /// lock's rounds fail with [`crate::NodeErrorKind::Queued`] while earlier waiters are ahead.
-    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.name(self.fenced), attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
+    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.get().name(&self.target, self.fenced), attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
     pub async fn acquire(self) -> Result<Guard, AcquireError> {
         let plan = self.plan()?;
         self.send(Some(plan)).await
@@ -353,7 +277,7 @@ impl<'a> Lock<'a> {
     /// [`AcquireError::NoQuorum`] (or [`AcquireError::Conflict`] for a set) when a majority did not
     /// grant it, [`AcquireError::TooSlow`] when the majority came too late,
     /// [`AcquireError::Input`] for bad arguments.
-    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.name(self.fenced), attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
+    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.get().name(&self.target, self.fenced), attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
     pub async fn try_acquire(self) -> Result<Guard, AcquireError> {
         self.send(None).await
     }
@@ -361,81 +285,27 @@ impl<'a> Lock<'a> {
     /// Sends the request: retrying within `plan`, or one round when `plan` is `None`.
     async fn send(self, plan: Option<RetryPlan>) -> Result<Guard, AcquireError> {
         let since = metrics::Stopwatch::start();
-        let kind = match (&self.target, &self.kind) {
-            (Target::All(_), Kind::Plain) if !self.fenced => "multi",
-            (_, kind) => kind.name(self.fenced),
-        };
+        let kind = self.kind.get().name(&self.target, self.fenced);
         let result = self.dispatch(plan).await;
         metrics::acquisition(kind, since, &result);
         result
     }
 
-    /// Hands the request to the one acquire path, as the kind's value.
+    /// Hands the request to its kind, which sends it through the one acquire path.
     async fn dispatch(self, plan: Option<RetryPlan>) -> Result<Guard, AcquireError> {
-        let inner = &self.client.inner;
-        let ctx = inner.ctx();
-        let ttl = self.ttl;
-        match (self.target, self.kind, self.fenced) {
-            (Target::One(resource), Kind::Plain, false) => {
-                inner.acquire(Plain::new(&ctx, resource), ttl, plan).await
-            }
-            (Target::One(resource), Kind::Plain, true) => {
-                inner.acquire(Fenced(Plain::new(&ctx, resource)), ttl, plan).await
-            }
-            (Target::One(resource), Kind::Write, fenced) => {
-                let writing = Writing::new(&ctx, resource, ttl_millis(ttl));
-                if fenced {
-                    inner.acquire(Fenced(writing), ttl, plan).await
-                } else {
-                    inner.acquire(writing, ttl, plan).await
-                }
-            }
-            (Target::All(_), _, true) => Err(InputError::Unsupported {
-                what: "a fenced lock on a set of resources (fence each resource with its own lock)"
-                    .to_owned(),
-            }
-            .into()),
-            (Target::One(_), kind, true) => Err(unsupported_fencing(&kind).into()),
-            (Target::One(resource), Kind::Reentrant(owner), false) => {
-                tracing::Span::current().record("owner", owner.as_str());
-                inner
-                    .acquire(Reentrant::new(&ctx, resource, owner), ttl, plan)
-                    .await
-            }
-            (Target::One(resource), Kind::Fair(options), false) => {
-                inner
-                    .acquire(Fair::new(&ctx, resource, options)?, ttl, plan)
-                    .await
-            }
-            (Target::One(resource), Kind::Semaphore(permits), false) => {
-                let semaphore = Semaphore::new(&ctx, resource, permits)?;
-                inner.acquire(semaphore, ttl, plan).await
-            }
-            (Target::One(resource), Kind::Read, false) => {
-                inner.acquire(Reading::new(&ctx, resource), ttl, plan).await
-            }
-            (Target::All(all), Kind::Plain, false) => {
-                let multi = Multi::new(&ctx, all);
-                // The set, as one label, is the span's resource.
-                tracing::Span::current().record("resource", multi.resource());
-                inner.acquire(multi, ttl, plan).await
-            }
-            (Target::All(_), kind, false) => Err(InputError::Unsupported {
-                what: format!("a {} lock on a set of resources", kind.name(false)),
-            }
-            .into()),
-        }
+        let request = Request {
+            inner: &self.client.inner,
+            target: self.target,
+            ttl: self.ttl,
+            plan,
+            fenced: self.fenced,
+        };
+        self.kind.get().acquire(request).await
     }
-}
 
-/// Why `fenced()` does not go with `kind` on one resource (anything but a plain lock or a write).
-fn unsupported_fencing(kind: &Kind) -> InputError {
-    let what = match kind {
-        Kind::Read => "a fenced read hold (readers do not write to the resource, so a fencing token has nothing to guard; fence the writers with write().fenced())".to_owned(),
-        kind => format!(
-            "a fenced {} lock (only a plain lock or a write hold takes a fencing token)",
-            kind.name(false)
-        ),
-    };
-    InputError::Unsupported { what }
+    /// Makes `kind` this request's kind (a kind's own method calls this).
+    pub(crate) fn choose(mut self, kind: impl Choose + 'static) -> Self {
+        self.kind = Chosen::Other(Arc::new(kind));
+        self
+    }
 }

@@ -2,7 +2,7 @@
 //!
 //! [`Lock`](crate::Lock) (`lock.rs`) is one request for every kind of lock; [`Quorlock`](crate::Quorlock)
 //! (`client/`) is the handle, its build, the one acquire path and the guard; `kinds/` holds each
-//! lock kind as a value of one trait; `with_lock.rs` runs work under a lock; `by_token.rs`
+//! lock kind as a value of one trait, with its scripts and its builder method; `with_lock.rs` runs work under a lock; `by_token.rs`
 //! releases by token; `inspect/` reads what the masters hold; `fenced_store.rs` is a resource that
 //! rejects stale fencing tokens.
 

@@ -1,7 +1,10 @@
 //! The Lua scripts quorlock runs on the masters, and calls of them that can travel by SHA1.
 //!
-//! Every script lives in `src/scripts/` and is compiled in here, so the masters, the simulation and
-//! the tests all run the same text. A release or a renewal is a short script: sending it as `EVAL`
+//! Every script's text lives in `src/scripts/` and is compiled in with [`lua!`], so the masters, the
+//! simulation and the tests all run the same text. The scripts several parts send (the plain lock's
+//! release and extend, inspection, fencing, the master checks, the fenced store) are declared here;
+//! a lock kind's own scripts are declared in the kind's file, next to the calls that send them. A
+//! release or a renewal is a short script: sending it as `EVAL`
 //! copies its source (hundreds of bytes) into every command, and makes every master hash that
 //! source again on every call. A [`ScriptCall`] is built once in its `EVALSHA sha numkeys args..`
 //! form; the `EVAL source ..` form is only built when a master may not have the script cached:
@@ -21,152 +24,79 @@
 //! That release is then lost, and the key expires with its TTL, exactly as when the master is
 //! unreachable.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use redis::{Arg, Cmd, Value};
 
 use crate::base::error::NodeErrorKind;
 
 /// A script the client sends by SHA1, with a slot per master to remember where it is cached.
+/// Declared with [`lua!`], in the file of the kind or mechanism that sends it.
 #[derive(Debug)]
 pub(crate) struct Lua {
-    /// Index into each node's record of cached scripts.
-    pub(crate) slot: usize,
+    /// Index into each master's record of cached scripts, given on first use.
+    slot: OnceLock<usize>,
     source: &'static str,
     sha: LazyLock<String>,
 }
 
-/// Declares every script as a [`Lua`] static with the next slot, and [`ALL`], in slot order.
-macro_rules! scripts {
-    ($($(#[$doc:meta])* $name:ident = $source:expr;)*) => {
-        scripts!(@each 0usize; $($(#[$doc])* $name = $source;)*);
-        /// Every script, in slot order (the tests check the slots against it).
-        #[cfg_attr(not(test), allow(dead_code))]
-        pub(crate) static ALL: &[&Lua] = &[$(&$name),*];
-    };
-    (@each $slot:expr;) => {};
-    (@each $slot:expr; $(#[$doc:meta])* $name:ident = $source:expr; $($rest:tt)*) => {
+/// Declares scripts as [`Lua`] statics: `lua! { /// doc \n pub(crate) static NAME = source; }`,
+/// the source usually `include_str!` of a file in `src/scripts/` (after a shared prelude with
+/// `concat!`).
+macro_rules! lua {
+    ($($(#[$doc:meta])* $vis:vis static $name:ident = $source:expr;)*) => {$(
         $(#[$doc])*
-        pub(crate) static $name: Lua = Lua {
-            slot: $slot,
-            source: $source,
-            sha: LazyLock::new(|| sha1_hex($source)),
-        };
-        scripts!(@each $slot + 1; $($rest)*);
-    };
+        $vis static $name: $crate::base::lua::Lua =
+            $crate::base::lua::Lua::declared($source, || $crate::base::lua::sha1_hex($source));
+    )*};
 }
+pub(crate) use lua;
 
-scripts! {
+/// The slot the next script used for the first time gets.
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+
+lua! {
     /// Compare-and-delete, publishing the release on the resource's channel.
-    RELEASE = concat!(
+    pub(crate) static RELEASE = concat!(
         include_str!("../scripts/token_common.lua"),
         include_str!("../scripts/release.lua")
     );
     /// Compare-and-PEXPIRE.
-    EXTEND = concat!(
+    pub(crate) static EXTEND = concat!(
         include_str!("../scripts/token_common.lua"),
         include_str!("../scripts/extend.lua")
     );
     /// Reads type, value and PTTL of a key atomically (inspection).
-    INSPECT = include_str!("../scripts/inspect.lua");
+    pub(crate) static INSPECT = include_str!("../scripts/inspect.lua");
     /// Fenced round 1: SET NX and, if granted, INCR the counter.
-    FENCE_ACQUIRE = include_str!("../scripts/fence_acquire.lua");
+    pub(crate) static FENCE_ACQUIRE = include_str!("../scripts/fence_acquire.lua");
     /// Fenced round 2: raise the counter to the token while our key holds our token.
-    FENCE_COMMIT = concat!(
+    pub(crate) static FENCE_COMMIT = concat!(
         include_str!("../scripts/token_common.lua"),
         include_str!("../scripts/fence_commit.lua")
     );
     /// Out of model, for the simulation's negative control only
     /// (`QuorlockBuilder::unsafe_without_for_tests(Mechanism::FenceCommitKey)`): round 2 without
     /// its key check. In every build, though only a build with the `seam` feature can ask for it.
-    FENCE_COMMIT_BLIND = include_str!("../scripts/fence_commit_blind_for_tests.lua");
+    pub(crate) static FENCE_COMMIT_BLIND = include_str!("../scripts/fence_commit_blind_for_tests.lua");
     /// Fencing repair: raise a counter to a value read from a majority.
-    FENCE_REPAIR = include_str!("../scripts/fence_repair.lua");
+    pub(crate) static FENCE_REPAIR = include_str!("../scripts/fence_repair.lua");
     /// A master check's read of the record the master keeps about itself, with its run_id and clock.
-    MASTER_READ = include_str!("../scripts/master_read.lua");
+    pub(crate) static MASTER_READ = include_str!("../scripts/master_read.lua");
     /// A master check's compare-and-set write of that record.
-    MASTER_RECORD = include_str!("../scripts/master_record.lua");
+    pub(crate) static MASTER_RECORD = include_str!("../scripts/master_record.lua");
     /// A fenced store's write: applied only with a token at least the highest seen.
-    FENCED_WRITE = include_str!("../scripts/fenced_write.lua");
+    pub(crate) static FENCED_WRITE = include_str!("../scripts/fenced_write.lua");
     /// A fenced store's read: raises the fence to the reader's token.
-    FENCED_READ = include_str!("../scripts/fenced_read.lua");
-    /// A reentrant lock's acquire: a hold for the owner, unless another owner holds it.
-    REENTRANT_ACQUIRE = include_str!("../scripts/reentrant_acquire.lua");
-    /// A reentrant hold's release; the last one deletes the lock and announces it.
-    REENTRANT_RELEASE = concat!(
-        include_str!("../scripts/reentrant_common.lua"),
-        include_str!("../scripts/reentrant_release.lua")
-    );
-    /// A reentrant hold's extend.
-    REENTRANT_EXTEND = concat!(
-        include_str!("../scripts/reentrant_common.lua"),
-        include_str!("../scripts/reentrant_extend.lua")
-    );
-    /// A multi-resource lock's acquire: every key or none.
-    MULTI_ACQUIRE = include_str!("../scripts/multi_acquire.lua");
-    /// A multi-resource lock's release, announced per key.
-    MULTI_RELEASE = include_str!("../scripts/multi_release.lua");
-    /// A multi-resource lock's extend.
-    MULTI_EXTEND = include_str!("../scripts/multi_extend.lua");
-    /// A semaphore's acquire: take the slot aimed at, or name the first free slot.
-    SEMAPHORE_ACQUIRE = include_str!("../scripts/semaphore_acquire.lua");
-    /// A permit's extend: its slot's compare-and-PEXPIRE, keeping the semaphore's permits key alive.
-    SEMAPHORE_EXTEND = concat!(
-        include_str!("../scripts/token_common.lua"),
-        include_str!("../scripts/semaphore_extend.lua")
-    );
-    /// A read lock's acquire: join the readers unless a writer holds or waits.
-    RW_READ = concat!(
-        include_str!("../scripts/rw_common.lua"),
-        include_str!("../scripts/rw_read.lua")
-    );
-    /// A read hold's release; the last reader announces it.
-    RW_READ_RELEASE = include_str!("../scripts/rw_read_release.lua");
-    /// A read hold's extend.
-    RW_READ_EXTEND = include_str!("../scripts/rw_read_extend.lua");
-    /// A write lock's acquire: the writer key unless a writer or readers hold; waits behind readers.
-    RW_WRITE = concat!(
-        include_str!("../scripts/rw_common.lua"),
-        include_str!("../scripts/rw_write.lua")
-    );
-    /// A fenced write's first round: the write rule and the fencing counter's draw, in one script.
-    RW_WRITE_FENCED = concat!(
-        include_str!("../scripts/rw_common.lua"),
-        include_str!("../scripts/rw_write_fenced.lua")
-    );
-    /// A read-write lock's readers and waiting writers, read only.
-    RW_INSPECT = include_str!("../scripts/rw_inspect.lua");
-    /// A waiting writer giving up.
-    RW_LEAVE = include_str!("../scripts/rw_leave.lua");
-    /// A fair lock's acquire: queue the ticket and take the lock at the head of the queue.
-    FAIR_ACQUIRE = concat!(
-        include_str!("../scripts/fair_common.lua"),
-        include_str!("../scripts/fair_acquire.lua")
-    );
-    /// Out of model, for the simulation's negative control only
-    /// (`QuorlockBuilder::unsafe_without_for_tests(Mechanism::FairQueue)`): the fair acquire with
-    /// its queue check taken out, so that a later ticket can take a free lock ahead of earlier
-    /// waiters. In every build, though only a build with the `seam` feature can ask for it.
-    FAIR_ACQUIRE_SKIPPING_QUEUE = concat!(
-        include_str!("../scripts/fair_common.lua"),
-        include_str!("../scripts/fair_skip_queue_for_tests.lua"),
-        include_str!("../scripts/fair_acquire.lua")
-    );
-    /// A fair lock's release, naming the next live waiter.
-    FAIR_RELEASE = concat!(
-        include_str!("../scripts/fair_common.lua"),
-        include_str!("../scripts/fair_release.lua")
-    );
-    /// A fair waiter leaving the queue.
-    FAIR_LEAVE = concat!(
-        include_str!("../scripts/fair_common.lua"),
-        include_str!("../scripts/fair_leave.lua")
-    );
+    pub(crate) static FENCED_READ = include_str!("../scripts/fenced_read.lua");
 }
 
 /// How many scripts there are (the size of each node's cache record).
-pub(crate) const SCRIPTS: usize = 30;
-const _: () = assert!(SCRIPTS == 30);
+/// How many scripts each master's cache record has room for: more than there are scripts in
+/// `src/scripts/` (a test checks it). A script given a slot beyond it would only ever be sent with
+/// its source.
+pub(crate) const SCRIPTS: usize = 48;
 
 /// The SHA1 Redis files `source` under.
 pub(crate) fn sha1_hex(source: &str) -> String {
@@ -174,6 +104,23 @@ pub(crate) fn sha1_hex(source: &str) -> String {
 }
 
 impl Lua {
+    /// A script with `source`, whose SHA1 `sha` computes on first use ([`lua!`] writes this).
+    pub(crate) const fn declared(source: &'static str, sha: fn() -> String) -> Lua {
+        Lua {
+            slot: OnceLock::new(),
+            source,
+            sha: LazyLock::new(sha),
+        }
+    }
+
+    /// The script's slot in each master's record of cached scripts: given on first use, in
+    /// the order scripts are first used, one per script.
+    pub(crate) fn slot(&self) -> usize {
+        *self
+            .slot
+            .get_or_init(|| NEXT_SLOT.fetch_add(1, Ordering::Relaxed))
+    }
+
     /// The script's source.
     pub(crate) fn source(&self) -> &'static str {
         self.source
@@ -345,11 +292,28 @@ mod tests {
     }
 
     #[test]
-    fn every_script_has_its_own_slot_and_sha() {
-        assert_eq!(ALL.len(), SCRIPTS);
-        for (i, script) in ALL.iter().enumerate() {
-            assert_eq!(script.slot, i, "slots follow the declaration order");
-            for other in &ALL[i + 1..] {
+    fn every_script_fits_the_cache_record_and_has_its_own_slot_and_sha() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts");
+        let scripts = std::fs::read_dir(dir)
+            .expect("src/scripts")
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .filter(|name| name.ends_with(".lua") && !name.ends_with("_common.lua"))
+            .count();
+        assert!(
+            scripts > 20 && scripts <= SCRIPTS,
+            "{scripts} scripts, room for {SCRIPTS}"
+        );
+        let shared = [
+            &RELEASE,
+            &EXTEND,
+            &INSPECT,
+            &FENCE_ACQUIRE,
+            &FENCE_COMMIT,
+            &FENCE_REPAIR,
+        ];
+        for (i, script) in shared.iter().enumerate() {
+            for other in &shared[i + 1..] {
+                assert_ne!(script.slot(), other.slot(), "two scripts share a slot");
                 assert_ne!(script.sha(), other.sha(), "two scripts share a source");
             }
         }

@@ -120,7 +120,7 @@ impl Link {
     /// Runs a script call: by SHA1 when this connection is known to have run the script, else (or
     /// on `NOSCRIPT`) with its source, which caches it for the next calls.
     pub(crate) fn run_script(&self, call: &ScriptCall) -> ScriptRequest {
-        let slot = call.script().slot;
+        let slot = call.script().slot();
         let epoch = self.disconnects();
         let cached = self
             .cached
@@ -263,7 +263,7 @@ pub(crate) struct ScriptRequest {
 
 impl ScriptRequest {
     fn slot(&self) -> Option<&AtomicU64> {
-        self.cached.get(self.call.script().slot)
+        self.cached.get(self.call.script().slot())
     }
 }
 

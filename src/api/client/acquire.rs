@@ -246,7 +246,7 @@ pub(crate) trait Attempt {
         &self,
         inner: &Inner,
         timing: Timing,
-    ) -> impl Future<Output = Result<Won<<Self::Kind as Kind>::Hold>, AcquireError>>;
+    ) -> impl Future<Output = Result<Won<<Self::Kind as Kind>::Hold>, AcquireError>> + Send;
 }
 
 impl<K: Kind> Attempt for K {

@@ -5,11 +5,13 @@
 //! to a round, the masters and the background tasks to a release, the pub/sub hub to a wait, the
 //! masters and the configuration to the watchdog. Its fields are private to this module; the lock
 //! kinds never see it: they get a narrow context (`kinds/kind.rs`). Building is in `build.rs`, the
-//! one acquire path of every kind in `acquire.rs`, and the held lock in `guard.rs`.
+//! one acquire path of every kind in `acquire.rs`, how a request carries its kind to it in
+//! `request.rs` (a kind sees the request, never the handle), and the held lock in `guard.rs`.
 
 mod acquire;
 mod build;
 mod guard;
+pub(crate) mod request;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -17,8 +17,13 @@ use tracing::instrument;
 use crate::api::client::Quorlock;
 use crate::api::inspect::Inspection;
 use crate::base::error::{InputError, NodeErrorKind};
-use crate::base::lua::{eval, RW_INSPECT};
+use crate::base::lua::{eval, lua};
 use crate::core::semaphore::check_permits;
+
+lua! {
+    /// A read-write lock's readers and waiting writers, read only.
+    static RW_INSPECT = include_str!("../../scripts/rw_inspect.lua");
+}
 
 /// A semaphore's state on every master, from [`Quorlock::inspect_semaphore`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -26,17 +26,47 @@ use std::time::Duration;
 
 use redis::Value;
 
+use futures::future::BoxFuture;
+
+use crate::api::client::request::{Choose, Request, Target};
+use crate::api::client::Guard;
 use crate::api::kinds::kind::{named, Ctx, Departure, Held, Kind, Wait};
+use crate::api::lock::Lock;
 use crate::base::error::{AcquireError, InputError, NodeErrorKind};
-use crate::base::lua::{
-    eval, int_reply, Lua, ScriptCall, EXTEND, FAIR_ACQUIRE as ACQUIRE, FAIR_LEAVE as LEAVE, FAIR_RELEASE,
-};
+use crate::base::lua::{eval, int_reply, lua, Lua, ScriptCall, EXTEND};
 use crate::base::names::{release_channel, ttl_millis, FAIR_DEADLINES_SUFFIX, FAIR_QUEUE_SUFFIX, FAIR_TAG};
 use crate::mechanisms::ops::LockOps;
 use crate::mechanisms::removal::Mechanism;
 use crate::mechanisms::round::Read;
 use crate::seam::link::Call;
 use crate::seam::token::Entropy;
+
+lua! {
+    /// A fair lock's acquire: queue the ticket and take the lock at the head of the queue.
+    static ACQUIRE = concat!(
+        include_str!("../../scripts/fair_common.lua"),
+        include_str!("../../scripts/fair_acquire.lua")
+    );
+    /// Out of model, for the simulation's negative control only
+    /// (`QuorlockBuilder::unsafe_without_for_tests(Mechanism::FairQueue)`): the fair acquire with
+    /// its queue check taken out, so that a later ticket can take a free lock ahead of earlier
+    /// waiters. In every build, though only a build with the `seam` feature can ask for it.
+    static FAIR_ACQUIRE_SKIPPING_QUEUE = concat!(
+        include_str!("../../scripts/fair_common.lua"),
+        include_str!("../../scripts/fair_skip_queue_for_tests.lua"),
+        include_str!("../../scripts/fair_acquire.lua")
+    );
+    /// A fair lock's release, naming the next live waiter.
+    static FAIR_RELEASE = concat!(
+        include_str!("../../scripts/fair_common.lua"),
+        include_str!("../../scripts/fair_release.lua")
+    );
+    /// A fair waiter leaving the queue.
+    static LEAVE = concat!(
+        include_str!("../../scripts/fair_common.lua"),
+        include_str!("../../scripts/fair_leave.lua")
+    );
+}
 
 /// How long a waiter stays in the queue without a heartbeat by default: 5 s. A waiter refreshes it
 /// on every round (at least every third of it), so only a waiter that stopped calling lapses.
@@ -163,7 +193,7 @@ impl FairWaiter {
         let deadlines = format!("{lock}{FAIR_DEADLINES_SUFFIX}");
         let channel = release_channel(&lock);
         let acquire_script = if ctx.config.removed.has(Mechanism::FairQueue) {
-            &crate::base::lua::FAIR_ACQUIRE_SKIPPING_QUEUE
+            &FAIR_ACQUIRE_SKIPPING_QUEUE
         } else {
             &ACQUIRE
         };
@@ -340,5 +370,33 @@ mod tests {
         let shown = format!("{waiter:?}");
         assert!(shown.contains("p:l") && shown.contains("ff"), "{shown}");
         assert!(!shown.contains(token), "{shown}");
+    }
+}
+
+/// The fair lock as a request's kind, with its options.
+#[derive(Debug)]
+struct FairChoice(FairOptions);
+
+impl Choose for FairChoice {
+    fn name(&self, _: &Target, _: bool) -> &'static str {
+        "fair"
+    }
+
+    fn acquire<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Result<Guard, AcquireError>> {
+        request.one(self, |ctx, resource| Fair::new(ctx, resource, self.0.clone()))
+    }
+}
+
+impl Lock<'_> {
+    /// Asks for a fair lock, served in the order waiters arrived, with the default
+    /// [`FairOptions`]. A fair lock uses its own keys, so it does not exclude a plain lock on the
+    /// same resource.
+    pub fn fair(self) -> Self {
+        self.fair_with(FairOptions::default())
+    }
+
+    /// Asks for a fair lock with `options` (a heartbeat, or a ticket drawn earlier).
+    pub fn fair_with(self, options: FairOptions) -> Self {
+        self.choose(FairChoice(options))
     }
 }

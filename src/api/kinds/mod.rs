@@ -19,6 +19,11 @@
 //! release commands; the checks, the round, the retry loop and release are the client's, written
 //! once (`client/acquire.rs`).
 //!
+//! A kind's file holds all of the kind: the value above, its scripts (declared with `lua!`, their
+//! text in `src/scripts/`), and the method of [`Lock`](crate::Lock) that asks for it, which sets the
+//! request's kind to a small value the request carries until it is sent (`client/request.rs`). A
+//! new kind is that file, a `mod` line here, its scripts and its tests.
+//!
 //! # Keys
 //! A multi-resource lock uses the plain lock's keys (the resource names with the configured prefix),
 //! so it excludes plain locks on any of its resources, and the other way round. The reentrant and

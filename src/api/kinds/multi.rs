@@ -16,13 +16,20 @@ use redis::Value;
 
 use crate::api::kinds::kind::{Ctx, Held, Kind, Lost, Wait};
 use crate::base::error::{AcquireError, InputError, NodeErrorKind};
-use crate::base::lua::{
-    eval, ScriptCall, MULTI_ACQUIRE as ACQUIRE, MULTI_EXTEND as EXTEND, MULTI_RELEASE as RELEASE,
-};
+use crate::base::lua::{eval, lua, ScriptCall};
 use crate::base::names::RELEASE_CHANNEL_PREFIX;
 use crate::mechanisms::ops::LockOps;
 use crate::mechanisms::round::Read;
 use crate::seam::link::Call;
+
+lua! {
+    /// A multi-resource lock's acquire: every key or none.
+    static ACQUIRE = include_str!("../../scripts/multi_acquire.lua");
+    /// A multi-resource lock's release, announced per key.
+    static RELEASE = include_str!("../../scripts/multi_release.lua");
+    /// A multi-resource lock's extend.
+    static EXTEND = include_str!("../../scripts/multi_extend.lua");
+}
 
 /// A held set of resources: how it is extended and released on one master.
 pub(crate) struct MultiLock {

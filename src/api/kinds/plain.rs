@@ -5,9 +5,14 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use redis::Value;
 
+use crate::api::client::request::{Choose, Request, Target};
+use crate::api::client::Guard;
+use crate::api::kinds::fenced::Fenced;
 use crate::api::kinds::kind::{Ctx, Fenceable, FencingArgs, Held, Kind, Wait};
+use crate::api::kinds::multi::Multi;
 use crate::base::error::{AcquireError, NodeErrorKind};
 use crate::base::lua::{eval, ScriptCall, FENCE_ACQUIRE};
 use crate::core::fencing::AcquireReply;
@@ -92,5 +97,42 @@ impl Fenceable for Plain {
 
     fn fenced_reply(&self, code: i64) -> Option<AcquireReply> {
         AcquireReply::from_reply(code)
+    }
+}
+
+/// The plain lock as a request's kind, the default: on one resource, fenced or not, or on a set
+/// (the multi-resource lock, `multi.rs`).
+#[derive(Debug)]
+pub(crate) struct PlainChoice;
+
+impl Choose for PlainChoice {
+    fn name(&self, target: &Target, fenced: bool) -> &'static str {
+        match (target, fenced) {
+            (_, true) => "fenced",
+            (Target::All(_), false) => "multi",
+            (Target::One(_), false) => "plain",
+        }
+    }
+
+    fn acquire<'a>(&'a self, mut request: Request<'a>) -> BoxFuture<'a, Result<Guard, AcquireError>> {
+        Box::pin(async move {
+            match std::mem::replace(&mut request.target, Target::All(Vec::new())) {
+                Target::One(resource) => {
+                    let plain = Plain::new(&request.ctx(), resource);
+                    if request.fenced {
+                        request.acquire(Fenced(plain)).await
+                    } else {
+                        request.acquire(plain).await
+                    }
+                }
+                Target::All(_) if request.fenced => Err(request.set_refused(self)),
+                Target::All(all) => {
+                    let multi = Multi::new(&request.ctx(), all);
+                    // The set, as one label, is the span's resource.
+                    tracing::Span::current().record("resource", multi.resource());
+                    request.acquire(multi).await
+                }
+            }
+        })
     }
 }

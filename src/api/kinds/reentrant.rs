@@ -16,18 +16,35 @@ use std::sync::Arc;
 
 use redis::Value;
 
+use futures::future::BoxFuture;
+
+use crate::api::client::request::{Choose, Request, Target};
+use crate::api::client::Guard;
 use crate::api::kinds::kind::{named, Ctx, Held, Kind, Wait};
+use crate::api::lock::Lock;
 use crate::base::error::{AcquireError, InputError, NodeErrorKind};
-use crate::base::lua::{
-    eval, int_reply, ScriptCall, REENTRANT_ACQUIRE as ACQUIRE, REENTRANT_EXTEND as EXTEND,
-    REENTRANT_RELEASE as RELEASE,
-};
+use crate::base::lua::{eval, int_reply, lua, ScriptCall};
 use crate::base::names::{release_channel, REENTRANT_TAG};
 use crate::core::kinds::majority_count;
 use crate::mechanisms::ops::LockOps;
 use crate::mechanisms::round::Read;
 use crate::seam::link::Call;
 use crate::seam::token::Entropy;
+
+lua! {
+    /// A reentrant lock's acquire: a hold for the owner, unless another owner holds it.
+    static ACQUIRE = include_str!("../../scripts/reentrant_acquire.lua");
+    /// A reentrant hold's release; the last one deletes the lock and announces it.
+    static RELEASE = concat!(
+        include_str!("../../scripts/reentrant_common.lua"),
+        include_str!("../../scripts/reentrant_release.lua")
+    );
+    /// A reentrant hold's extend.
+    static EXTEND = concat!(
+        include_str!("../../scripts/reentrant_common.lua"),
+        include_str!("../../scripts/reentrant_extend.lua")
+    );
+}
 
 /// Who holds a reentrant lock: holds taken with equal owners re-enter, others exclude each other.
 ///
@@ -239,5 +256,32 @@ mod tests {
             "{shown}"
         );
         assert!(!shown.contains(token), "{shown}");
+    }
+}
+
+/// The reentrant lock as a request's kind, for one owner.
+#[derive(Debug)]
+struct ReentrantChoice(LockOwner);
+
+impl Choose for ReentrantChoice {
+    fn name(&self, _: &Target, _: bool) -> &'static str {
+        "reentrant"
+    }
+
+    fn acquire<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Result<Guard, AcquireError>> {
+        tracing::Span::current().record("owner", self.0.as_str());
+        request.one(self, |ctx, resource| {
+            Ok(Reentrant::new(ctx, resource, self.0.clone()))
+        })
+    }
+}
+
+impl Lock<'_> {
+    /// Asks for a reentrant lock held by `owner`: if `owner` holds it already, this adds one more
+    /// hold. Every hold is its own [`Guard`] and needs its own release; the lock is free for other
+    /// owners once every hold is released (or has expired). A reentrant lock uses its own key, so
+    /// it does not exclude a plain lock on the same resource.
+    pub fn reentrant(self, owner: &LockOwner) -> Self {
+        self.choose(ReentrantChoice(owner.clone()))
     }
 }

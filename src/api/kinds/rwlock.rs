@@ -27,19 +27,46 @@ use std::sync::Arc;
 
 use redis::Value;
 
+use futures::future::BoxFuture;
+
+use crate::api::client::request::{Choose, Request, Target};
+use crate::api::client::Guard;
+use crate::api::kinds::fenced::Fenced;
 use crate::api::kinds::kind::{Ctx, Departure, Fenceable, FencingArgs, Held, Kind, Wait};
+use crate::api::lock::Lock;
 use crate::base::error::{AcquireError, NodeErrorKind};
-use crate::base::lua::{
-    eval, int_reply, ScriptCall, RW_LEAVE, RW_READ, RW_READ_EXTEND, RW_READ_RELEASE, RW_WRITE,
-    RW_WRITE_FENCED,
-};
-use crate::base::names::release_channel;
+use crate::base::lua::{eval, int_reply, lua, ScriptCall};
+use crate::base::names::{release_channel, ttl_millis};
 use crate::core::fencing::AcquireReply;
 use crate::core::rwlock::{fenced_write_reply, RwReply};
 use crate::mechanisms::ops::{LockOps, PlainLock};
 use crate::mechanisms::removal::Mechanism;
 use crate::mechanisms::round::Read;
 use crate::seam::link::Call;
+
+lua! {
+    /// A read lock's acquire: join the readers unless a writer holds or waits.
+    static RW_READ = concat!(
+        include_str!("../../scripts/rw_common.lua"),
+        include_str!("../../scripts/rw_read.lua")
+    );
+    /// A read hold's release; the last reader announces it.
+    static RW_READ_RELEASE = include_str!("../../scripts/rw_read_release.lua");
+    /// A read hold's extend.
+    static RW_READ_EXTEND = include_str!("../../scripts/rw_read_extend.lua");
+    /// A write lock's acquire: the writer key unless a writer or readers hold; waits behind readers.
+    static RW_WRITE = concat!(
+        include_str!("../../scripts/rw_common.lua"),
+        include_str!("../../scripts/rw_write.lua")
+    );
+    /// A fenced write's first round: the write rule and the fencing counter's draw, in one script.
+    static RW_WRITE_FENCED = concat!(
+        include_str!("../../scripts/rw_common.lua"),
+        include_str!("../../scripts/rw_write_fenced.lua")
+    );
+    /// A waiting writer giving up.
+    static RW_LEAVE = include_str!("../../scripts/rw_leave.lua");
+}
 
 /// The three keys of one read-write lock.
 #[derive(Debug, Clone)]
@@ -289,5 +316,68 @@ impl Fenceable for Writing {
 
     fn fenced_reply(&self, code: i64) -> Option<AcquireReply> {
         fenced_write_reply(code)
+    }
+}
+
+/// The read hold as a request's kind.
+#[derive(Debug)]
+struct ReadChoice;
+
+impl Choose for ReadChoice {
+    fn name(&self, _: &Target, _: bool) -> &'static str {
+        "read"
+    }
+
+    fn fencing_refused(&self) -> String {
+        "a fenced read hold (readers do not write to the resource, so a fencing token has nothing to guard; fence the writers with write().fenced())".to_owned()
+    }
+
+    fn acquire<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Result<Guard, AcquireError>> {
+        request.one(self, |ctx, resource| Ok(Reading::new(ctx, resource)))
+    }
+}
+
+/// The write hold as a request's kind, fenced or not.
+#[derive(Debug)]
+struct WriteChoice;
+
+impl Choose for WriteChoice {
+    fn name(&self, _: &Target, fenced: bool) -> &'static str {
+        if fenced {
+            "fenced_write"
+        } else {
+            "write"
+        }
+    }
+
+    fn acquire<'a>(&'a self, mut request: Request<'a>) -> BoxFuture<'a, Result<Guard, AcquireError>> {
+        Box::pin(async move {
+            let resource = request.fenceable_resource(self)?;
+            let writing = Writing::new(&request.ctx(), resource, ttl_millis(request.ttl));
+            if request.fenced {
+                request.acquire(Fenced(writing)).await
+            } else {
+                request.acquire(writing).await
+            }
+        })
+    }
+}
+
+impl Lock<'_> {
+    /// Asks for a read hold of a read-write lock: shared with other readers, refused while a
+    /// writer holds the lock or waits for it. Not reentrant, and never upgraded to a write (see
+    /// the [`kinds`](crate::kinds) notes). A read is also refused while a plain or fenced lock on
+    /// the same resource holds (the writer's key is the plain lock's), but a plain lock does not
+    /// wait for readers: exclude readers with [`Lock::write`].
+    pub fn read(self) -> Self {
+        self.choose(ReadChoice)
+    }
+    /// Asks for the write hold of a read-write lock: exclusive of readers and other writers. While
+    /// readers hold it, the writer waits on the masters that refused it, and new readers are kept
+    /// out until it has written or given up. With [`Lock::fenced`], the writer also gets a fencing
+    /// token. The write hold's key is the plain lock's key on `resource`, so it also excludes a
+    /// plain or fenced lock on it, and RedLock clients of other libraries.
+    pub fn write(self) -> Self {
+        self.choose(WriteChoice)
     }
 }

@@ -16,14 +16,29 @@ use std::sync::Arc;
 
 use redis::Value;
 
+use futures::future::BoxFuture;
+
+use crate::api::client::request::{Choose, Request, Target};
+use crate::api::client::Guard;
 use crate::api::kinds::kind::{Ctx, Held, Kind, Lost, Wait};
+use crate::api::lock::Lock;
 use crate::base::error::{AcquireError, InputError, NodeErrorKind};
-use crate::base::lua::{eval, int_reply, SEMAPHORE_ACQUIRE, SEMAPHORE_EXTEND};
+use crate::base::lua::{eval, int_reply, lua};
 use crate::core::semaphore::{aim, check_permits, in_use_elsewhere, reaim, Reaim, SlotReply};
 use crate::mechanisms::ops::{LockOps, PlainLock};
 use crate::mechanisms::removal::Mechanism;
 use crate::mechanisms::round::Read;
 use crate::seam::link::Call;
+
+lua! {
+    /// A semaphore's acquire: take the slot aimed at, or name the first free slot.
+    static SEMAPHORE_ACQUIRE = include_str!("../../scripts/semaphore_acquire.lua");
+    /// A permit's extend: its slot's compare-and-PEXPIRE, keeping the semaphore's permits key alive.
+    static SEMAPHORE_EXTEND = concat!(
+        include_str!("../../scripts/token_common.lua"),
+        include_str!("../../scripts/semaphore_extend.lua")
+    );
+}
 
 /// A held permit: the plain lock on its slot key, and which slot it is. Its extend also keeps the
 /// semaphore's permits key alive (`semaphore_extend.lua`), so that key outlives every slot held.
@@ -206,5 +221,30 @@ fn mismatch_reply(items: &[Value]) -> Option<u32> {
     match items {
         [Value::Int(-3), Value::Int(n)] => u32::try_from(*n).ok(),
         _ => None,
+    }
+}
+
+/// The semaphore as a request's kind, with its permits.
+#[derive(Debug)]
+struct SemaphoreChoice(u32);
+
+impl Choose for SemaphoreChoice {
+    fn name(&self, _: &Target, _: bool) -> &'static str {
+        "semaphore"
+    }
+
+    fn acquire<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Result<Guard, AcquireError>> {
+        request.one(self, |ctx, resource| Ok(Semaphore::new(ctx, resource, self.0)?))
+    }
+}
+
+impl Lock<'_> {
+    /// Asks for one of `permits` permits of a counting semaphore: at most `permits` holders at
+    /// once, each holding a slot ([`Guard::permit`]). Every permit is an ordinary lock on its own
+    /// slot key, decided by a majority, so a semaphore tolerates failed masters as a lock does.
+    /// A semaphore uses its own keys, so it does not exclude a plain lock on the same resource.
+    /// Every holder must ask with the same `permits`.
+    pub fn permits(self, permits: u32) -> Self {
+        self.choose(SemaphoreChoice(permits))
     }
 }

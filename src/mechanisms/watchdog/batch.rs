@@ -344,7 +344,7 @@ pub(super) struct Scripts {
 impl Scripts {
     /// Marks a script the tick uses, for its `SCRIPT LOAD`.
     fn load(&mut self, script: &'static Lua) {
-        if !self.used.iter().any(|s| s.slot == script.slot) {
+        if !self.used.iter().any(|s| std::ptr::eq(*s, script)) {
             self.used.push(script);
         }
     }
