@@ -208,6 +208,14 @@ pub struct LockArgs {
     /// restarted by hand after the longest TTL (or for a local try-out on fresh masters).
     #[arg(long, value_name = "DURATION", env = "QUORLOCK_RESTART_GRACE", value_parser = duration::parse)]
     pub restart_grace: Option<Duration>,
+
+    /// Keep the lock closed this long after it expires (Chubby's lock-delay) [default: none]
+    ///
+    /// The key lives TTL + DURATION on the masters while this process counts its validity from
+    /// the TTL: a holder that was paused or crashed past its validity cannot overlap the next
+    /// holder if it acts again within the delay. A clean release opens the lock at once.
+    #[arg(long, value_name = "DURATION", env = "QUORLOCK_LOCK_DELAY", value_parser = duration::parse)]
+    pub lock_delay: Option<Duration>,
 }
 
 impl LockArgs {

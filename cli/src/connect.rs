@@ -24,6 +24,8 @@ pub struct Masters {
     pub args: MasterArgs,
     /// `--restart-grace`, for the commands that take a lock.
     pub restart_grace: Option<Duration>,
+    /// `--lock-delay`, for the commands that take a lock.
+    pub lock_delay: Option<Duration>,
 }
 
 impl Masters {
@@ -79,6 +81,9 @@ impl Masters {
         }
         if let Some(grace) = self.restart_grace {
             builder = builder.restart_grace(grace);
+        }
+        if let Some(delay) = self.lock_delay {
+            builder = builder.lock_delay(delay);
         }
         if let Some(prefix) = &self.args.key_prefix {
             builder = builder.key_prefix(prefix.clone());
@@ -183,6 +188,7 @@ mod tests {
                 ..MasterArgs::default()
             },
             restart_grace: None,
+            lock_delay: None,
         }
     }
 

@@ -29,6 +29,7 @@ pub async fn acquire(args: AcquireArgs, signals: &mut Signals, report: &mut Repo
     let masters = Masters {
         args: args.masters.clone(),
         restart_grace: args.lock.restart_grace,
+        lock_delay: args.lock.lock_delay,
     };
     masters
         .with_client(args.lock.wait(), |locks| {
@@ -100,6 +101,7 @@ pub async fn release(args: ReleaseArgs, report: &mut Report) -> Result<u8, Failu
     let masters = Masters {
         args: args.masters.clone(),
         restart_grace: None,
+        lock_delay: None,
     };
     masters
         .with_client(Duration::ZERO, |locks| async move {

@@ -43,6 +43,7 @@ pub async fn run(args: RunArgs, signals: &mut Signals, report: &mut Report) -> R
     let masters = Masters {
         args: args.masters.clone(),
         restart_grace: args.lock.restart_grace,
+        lock_delay: args.lock.lock_delay,
     };
     masters
         .with_client(args.lock.wait(), |locks| run_with(locks, args, signals, report))

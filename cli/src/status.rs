@@ -28,6 +28,7 @@ pub async fn status(args: StatusArgs, report: &mut Report) -> Result<u8, Failure
     let masters = Masters {
         args: args.masters.clone(),
         restart_grace: None,
+        lock_delay: None,
     };
     let locks = masters.connect(Duration::ZERO).await?;
     let usage = |e: quorlock::InputError| Failure::new(USAGE, e.to_string());

@@ -615,3 +615,67 @@ async fn fencing_tokens_strictly_increase_across_runs() {
     .await;
     assert_eq!(code(&out), 0, "no fencing token without --fence");
 }
+
+/// The PTTL of `key` on every master of `c`, in milliseconds (-2 where it is absent).
+async fn pttls(c: &Cluster, key: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    for i in 0..c.len() {
+        let mut conn = c.client(i).await.expect("connect to master");
+        out.push(
+            redis::cmd("PTTL")
+                .arg(key)
+                .query_async(&mut conn)
+                .await
+                .expect("PTTL"),
+        );
+    }
+    out
+}
+
+/// Runs `quorlock run --ttl 1s [--lock-delay DELAY] KEY -- sleep 60`, stops it with SIGSTOP once it
+/// holds the lock, lets three seconds pass (three TTLs: its validity has ended), and tries the lock
+/// once from a library client. Returns that attempt's outcome and the key's PTTLs read after it.
+async fn stopped_holder(c: &Cluster, key: &str, delay: Option<&str>) -> (bool, Vec<i64>) {
+    let mut args = vec!["run", "--ttl", "1s"];
+    if let Some(delay) = delay {
+        args.extend(["--lock-delay", delay]);
+    }
+    args.extend([key, "--", "sleep", "60"]);
+    let run = quorlock(c, &args).spawn().expect("spawn quorlock");
+    let held = eventually(LIMIT, || async { holders(c, &[0, 1, 2], key).await == 3 }).await;
+    assert!(held, "the lock was taken");
+    let pid = Pid::from_raw(i32::try_from(run.id().expect("running")).expect("pid"));
+    kill(pid, Signal::SIGSTOP).expect("stop quorlock");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let taken = locks(c)
+        .await
+        .lock(key, Duration::from_secs(1))
+        .try_acquire()
+        .await;
+    let after = pttls(c, key).await;
+    kill(pid, Signal::SIGKILL).expect("kill quorlock");
+    drop(run);
+    (taken.is_ok(), after)
+}
+
+/// Lock-delay through the CLI: a holder process stopped (SIGSTOP) past its validity keeps its lock
+/// closed to every client for the delay, its key set for the TTL plus the delay by the watchdog's
+/// renewals; the control without `--lock-delay` is overlapped once the TTL has passed.
+#[tokio::test]
+async fn a_stopped_holder_keeps_its_lock_closed_for_the_lock_delay() {
+    let c = cluster(3).await;
+    let (taken, after) = stopped_holder(&c, "stopped:delay", Some("60s")).await;
+    assert!(
+        !taken,
+        "nobody takes the lock of a holder stopped inside its lock-delay"
+    );
+    assert!(
+        after.iter().filter(|ms| **ms > 10_000).count() >= 2,
+        "the key lives the TTL plus the delay on a majority: {after:?}"
+    );
+    let (taken, after) = stopped_holder(&c, "stopped:none", None).await;
+    assert!(
+        taken,
+        "without a lock-delay the stopped holder's lock is taken: {after:?}"
+    );
+}

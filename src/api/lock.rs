@@ -65,6 +65,8 @@ pub struct Lock<'a> {
     kind: Chosen,
     /// Whether a fencing token was asked for ([`Lock::fenced`]), whatever the kind.
     fenced: bool,
+    /// The lock-delay asked for ([`Lock::lock_delay`]); `None` for the builder's.
+    lock_delay: Option<Duration>,
     wait: Option<Duration>,
     attempts: Option<u32>,
     keep_alive: KeepAlive,
@@ -188,6 +190,7 @@ impl<'a> Lock<'a> {
             ttl,
             kind: Chosen::Plain,
             fenced: false,
+            lock_delay: None,
             wait: None,
             attempts: None,
             keep_alive: KeepAlive::default(),
@@ -219,6 +222,23 @@ impl<'a> Lock<'a> {
     /// it is refused with [`InputError::Unsupported`] before anything is sent.
     pub fn fenced(mut self) -> Self {
         self.fenced = true;
+        self
+    }
+
+    /// Keeps this lock closed for `delay` after it expires (default: the builder's
+    /// [`lock_delay`](crate::QuorlockBuilder::lock_delay), none unless set), as Chubby's
+    /// lock-delay does. The key is set for `ttl + delay` on the masters (and renewed to it by
+    /// extend and the watchdog) while the guard's validity still counts from `ttl`, so a holder
+    /// that stopped responding past its validity (a long pause, a crash) cannot overlap the next
+    /// holder as long as it acts again within the delay: this protects resources that cannot
+    /// check a fencing token. Every RedLock client on the key stays out, since the key is there.
+    /// A release opens the lock at once; an expiry costs `ttl + delay`. Zero turns it off.
+    ///
+    /// # Errors
+    /// Sending the request fails with [`InputError::LockDelayTooLarge`] when `ttl + delay` is above
+    /// [`MAX_TTL`](crate::config::MAX_TTL).
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = Some(delay);
         self
     }
 
@@ -299,6 +319,7 @@ impl<'a> Lock<'a> {
             ttl: self.ttl,
             plan,
             fenced: self.fenced,
+            lock_delay: self.lock_delay,
         };
         self.kind.get().acquire(request).await
     }

@@ -42,12 +42,14 @@ pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Dur
         .filter(|left| !left.is_zero())
 }
 
-/// The timing of one lock: TTL, drift allowance and the least validity worth returning.
+/// The timing of one lock: TTL, drift allowance, the least validity worth returning, and the
+/// lock-delay the key outlives the validity by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
     ttl: Duration,
     drift: Duration,
     min_validity: Duration,
+    lock_delay: Duration,
 }
 
 impl Timing {
@@ -57,12 +59,32 @@ impl Timing {
     /// [`TimingError`] when the TTL is zero, the factor is out of range, or the TTL is not longer than
     /// `drift + min_validity`.
     pub fn new(ttl: Duration, drift_factor: f64, min_validity: Duration) -> Result<Self, TimingError> {
+        Self::delayed(ttl, Duration::ZERO, drift_factor, min_validity)
+    }
+
+    /// As [`Timing::new`], for a lock kept closed for `lock_delay` after an expiry (Chubby's
+    /// lock-delay): the key lives `ttl + lock_delay` on every master while the holder's validity
+    /// still counts from `ttl`, and the drift allowance is taken on the key's whole life. So a
+    /// holder that acts less than `lock_delay` after its validity ended still acts before its key
+    /// can expire on any master whose clock drifts within the factor: nobody else can hold the
+    /// lock yet. A release deletes the key at once, whatever the delay.
+    ///
+    /// # Errors
+    /// As [`Timing::new`]; [`TimingError::TtlBelowDrift`] too when the allowance on the key's
+    /// whole life leaves the TTL no validity, or `ttl + lock_delay` does not fit a [`Duration`].
+    pub fn delayed(
+        ttl: Duration,
+        lock_delay: Duration,
+        drift_factor: f64,
+        min_validity: Duration,
+    ) -> Result<Self, TimingError> {
         if ttl.is_zero() {
             return Err(TimingError::ZeroTtl);
         }
-        let drift = drift(ttl, drift_factor).ok_or(TimingError::DriftFactor(drift_factor))?;
+        let life = ttl.checked_add(lock_delay).unwrap_or(Duration::MAX);
+        let drift = drift(life, drift_factor).ok_or(TimingError::DriftFactor(drift_factor))?;
         let usable = drift.checked_add(min_validity);
-        if usable.is_none_or(|usable| ttl <= usable) {
+        if usable.is_none_or(|usable| ttl <= usable) || life == Duration::MAX {
             return Err(TimingError::TtlBelowDrift {
                 ttl,
                 drift,
@@ -73,6 +95,7 @@ impl Timing {
             ttl,
             drift,
             min_validity,
+            lock_delay,
         })
     }
 
@@ -86,9 +109,20 @@ impl Timing {
         }
     }
 
-    /// The TTL set on every master.
+    /// The TTL the holder's validity counts from.
     pub fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    /// How long the key outlives the validity after an expiry: zero unless a lock-delay was
+    /// asked for.
+    pub fn lock_delay(&self) -> Duration {
+        self.lock_delay
+    }
+
+    /// The TTL set on every master: the TTL plus the lock-delay.
+    pub fn key_ttl(&self) -> Duration {
+        self.ttl.saturating_add(self.lock_delay)
     }
 
     /// The clock-drift allowance taken off the TTL.
@@ -119,6 +153,20 @@ impl Timing {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_lock_delay_needs_the_allowance_on_the_keys_whole_life() {
+        // The control of the property below: an allowance taken on the TTL alone lets a holder
+        // that acts just inside the delay act after a fast master expired its key.
+        let (ttl, delay, factor) = (Duration::from_secs(10), Duration::from_secs(10), 0.01);
+        let on_ttl_alone = Timing::new(ttl, factor, Duration::ZERO).expect("timing");
+        let acts = ttl - on_ttl_alone.drift() + delay - Duration::from_millis(1);
+        let expires = (ttl + delay).div_f64(1.0 + factor);
+        assert!(acts > expires, "the control must break the guarantee");
+        let delayed = Timing::delayed(ttl, delay, factor, Duration::ZERO).expect("timing");
+        assert!(ttl - delayed.drift() + delay < expires);
+        assert_eq!(delayed.drift(), Duration::from_millis(202));
+    }
 
     #[test]
     fn quorum_is_a_strict_majority() {
@@ -177,6 +225,41 @@ mod tests {
     }
 
     proptest! {
+        /// Lock-delay: a holder that acts less than the delay after its validity ended still acts
+        /// before its key can expire on any master whose clock runs up to the drift factor
+        /// faster than the holder's, and a delay never lengthens the validity.
+        #[test]
+        fn a_holder_inside_the_lock_delay_acts_before_its_key_expires(
+            ttl_ms in 1u64..10_000_000,
+            delay_ms in 0u64..10_000_000,
+            factor in 0.0f64..0.5,
+            elapsed_us in 0u64..20_000_000_000,
+            late_permille in 0u64..1000,
+        ) {
+            let ttl = Duration::from_millis(ttl_ms);
+            let delay = Duration::from_millis(delay_ms);
+            let plain = Timing::new(ttl, factor, Duration::ZERO);
+            let Ok(timing) = Timing::delayed(ttl, delay, factor, Duration::ZERO) else {
+                return Ok(());
+            };
+            prop_assert_eq!(timing.key_ttl(), ttl + delay);
+            let start = Instant::now();
+            let elapsed = Duration::from_micros(elapsed_us);
+            let now = start + elapsed;
+            if let Some(validity) = timing.validity_at(start, now) {
+                if let Ok(plain) = plain {
+                    prop_assert!(Some(validity) <= plain.validity_at(start, now));
+                }
+                // The holder acts at most `delay` after its validity ends, on its own clock.
+                let late = delay.mul_f64(late_permille as f64 / 1000.0);
+                let acts = elapsed + validity + late;
+                // The earliest a master set the key is the round's start; a master whose clock
+                // runs `factor` faster expires it after `key_ttl / (1 + factor)` of our time.
+                let expires = timing.key_ttl().div_f64(1.0 + factor);
+                prop_assert!(acts < expires, "acts at {:?}, the key may expire at {:?}", acts, expires);
+            }
+        }
+
         /// Any two majorities of the same masters share at least one master.
         #[test]
         fn any_two_majorities_share_a_master(n in 1usize..16, a_bits in any::<u32>(), b_bits in any::<u32>()) {

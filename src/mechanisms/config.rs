@@ -96,6 +96,9 @@ pub struct Config {
     pub wake_on_release: bool,
     /// Whether waiters of this process for the same resource queue locally first.
     pub local_queue: bool,
+    /// How long every lock stays closed after it expires, unless a request asks for another
+    /// delay ([`crate::Lock::lock_delay`]); zero for none.
+    pub lock_delay: Duration,
     /// Out of model, for the negative controls of the simulation only: the mechanisms this client
     /// runs without. Always none unless the `seam` feature's
     /// `QuorlockBuilder::unsafe_without_for_tests` removed one.
@@ -123,6 +126,23 @@ impl Config {
     /// [`InputError`] for a zero TTL, one above [`MAX_TTL`], one not longer than the node timeout, or
     /// one that leaves no validity after the drift allowance.
     pub fn timing(&self, ttl: Duration) -> Result<Timing, InputError> {
+        self.timing_delayed(ttl, self.lock_delay)
+    }
+
+    /// As [`Config::timing`], for a lock that stays closed for `lock_delay` after it expires: the
+    /// key is set for `ttl + lock_delay`, the validity counts from `ttl`.
+    ///
+    /// # Errors
+    /// As [`Config::timing`]; [`InputError::LockDelayTooLarge`] when `ttl + lock_delay` exceeds
+    /// [`MAX_TTL`].
+    pub fn timing_delayed(&self, ttl: Duration, lock_delay: Duration) -> Result<Timing, InputError> {
+        if ttl.checked_add(lock_delay).is_none_or(|life| life > MAX_TTL) && ttl <= MAX_TTL {
+            return Err(InputError::LockDelayTooLarge {
+                ttl,
+                lock_delay,
+                max: MAX_TTL,
+            });
+        }
         if ttl.is_zero() {
             return Err(InputError::ZeroTtl);
         }
@@ -135,7 +155,7 @@ impl Config {
                 ttl,
             });
         }
-        let timing = Timing::new(ttl, self.drift_factor, self.min_validity)?;
+        let timing = Timing::delayed(ttl, lock_delay, self.drift_factor, self.min_validity)?;
         if self.removed.has(Mechanism::DriftAllowance) {
             return Ok(timing.without_drift());
         }
@@ -165,6 +185,7 @@ pub struct QuorlockBuilder {
     tls_client_certificate: Option<ClientIdentity>,
     wake_on_release: bool,
     local_queue: bool,
+    lock_delay: Duration,
     pub(crate) environment: Option<Arc<dyn crate::seam::Environment>>,
     removed: Removed,
 }
@@ -208,6 +229,7 @@ impl Default for QuorlockBuilder {
             tls_client_certificate: None,
             wake_on_release: DEFAULT_WAKE_ON_RELEASE,
             local_queue: DEFAULT_LOCAL_QUEUE,
+            lock_delay: Duration::ZERO,
             environment: None,
             removed: Removed::default(),
         }
@@ -377,6 +399,18 @@ impl QuorlockBuilder {
         self
     }
 
+    /// Keeps every lock closed for `delay` after it expires (default none), as Chubby's
+    /// lock-delay does: the key lives `ttl + delay` on the masters while the holder's validity
+    /// still counts from `ttl`, so a holder that stopped responding (a long pause, a crash) past
+    /// its validity cannot overlap the next holder as long as it acts again within the delay.
+    /// Other RedLock clients on the same key stay out as well: they see the key. A release opens
+    /// the lock at once; only an expiry costs the delay. A request may ask for another delay
+    /// ([`crate::Lock::lock_delay`]). See `docs/safety.md` for the exact guarantee.
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = delay;
+        self
+    }
+
     /// Wakes blocked acquires when the holder releases (default [`DEFAULT_WAKE_ON_RELEASE`]); off,
     /// they poll with the retry delay.
     pub fn wake_on_release(mut self, on: bool) -> Self {
@@ -431,6 +465,7 @@ impl QuorlockBuilder {
             tls_client_certificate: self.tls_client_certificate.clone(),
             wake_on_release: self.wake_on_release,
             local_queue: self.local_queue,
+            lock_delay: self.lock_delay,
             removed: self.removed,
             clock: Clock::of(self.environment.as_ref()),
         })

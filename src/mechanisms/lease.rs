@@ -79,6 +79,9 @@ pub(crate) struct Lease {
     pub(crate) ops: Arc<dyn LockOps>,
     /// The TTL the lock was acquired with; the watchdog renews to it.
     pub(crate) ttl: Duration,
+    /// How long the key outlives the validity after an expiry (zero for none): every extend and
+    /// renewal sets the key for the TTL plus this.
+    pub(crate) lock_delay: Duration,
     pub(crate) status: StatusCell,
     /// The fencing token, for a lock taken with a fenced acquire.
     pub(crate) fencing_token: std::sync::OnceLock<u64>,
@@ -103,6 +106,7 @@ impl std::fmt::Debug for Lease {
             .field("resource", &self.resource)
             .field("key", &self.key)
             .field("ttl", &self.ttl)
+            .field("lock_delay", &self.lock_delay)
             .field("status", &self.status.get())
             .field("fencing_token", &self.fencing_token.get())
             .finish_non_exhaustive()
@@ -117,7 +121,7 @@ impl Lease {
         key: Arc<str>,
         token: Arc<str>,
         ops: Arc<dyn LockOps>,
-        ttl: Duration,
+        (ttl, lock_delay): (Duration, Duration),
         valid_until: Instant,
         clock: Clock,
     ) -> Self {
@@ -127,6 +131,7 @@ impl Lease {
             token,
             ops,
             ttl,
+            lock_delay,
             status: StatusCell::new(Status {
                 valid_until,
                 lost: false,

@@ -49,18 +49,23 @@ impl Inner {
     pub(crate) async fn acquire<A: Attempt>(
         self: &Arc<Self>,
         kind: A,
-        ttl: Duration,
+        (ttl, lock_delay): (Duration, Option<Duration>),
         plan: Option<RetryPlan>,
     ) -> Result<Guard, AcquireError> {
-        let timing = self.checked(kind.kind(), ttl)?;
+        let timing = self.checked(kind.kind(), ttl, lock_delay)?;
         let won = self.acquire_with(kind.kind(), plan, || kind.attempt(self, timing));
         Ok(self.guard_of(kind.kind(), won.await?, timing))
     }
 
-    /// Checks `kind`'s arguments and `ttl` before anything is sent.
-    fn checked<K: Kind>(&self, kind: &K, ttl: Duration) -> Result<Timing, AcquireError> {
+    /// Checks `kind`'s arguments, `ttl` and `lock_delay` before anything is sent.
+    fn checked<K: Kind>(
+        &self,
+        kind: &K,
+        ttl: Duration,
+        lock_delay: Option<Duration>,
+    ) -> Result<Timing, AcquireError> {
         kind.check()?;
-        Ok(self.check_ttl(ttl)?)
+        Ok(self.check_ttl(ttl, lock_delay)?)
     }
 
     /// Runs `attempt` once, or within `plan`, and takes the kind's waiter off the masters on the
@@ -169,7 +174,8 @@ impl Inner {
     /// One attempt at `kind`: a round, and another at once while the kind says so (a semaphore
     /// aiming at another slot).
     async fn attempt<K: Kind>(&self, kind: &K, timing: Timing) -> Result<Won<K::Hold>, AcquireError> {
-        let ttl_ms = ttl_millis(timing.ttl());
+        // The key's life: the TTL plus any lock-delay (the validity counts from the TTL alone).
+        let ttl_ms = ttl_millis(timing.key_ttl());
         let round = self.round();
         let mut rounds = 0;
         loop {
@@ -212,14 +218,7 @@ impl Inner {
             turn,
         } = won;
         let ops: Arc<dyn LockOps> = held.hold;
-        let guard = self.guard(
-            kind.resource(),
-            held.key,
-            held.token,
-            ops,
-            timing.ttl(),
-            valid_until,
-        );
+        let guard = self.guard(kind.resource(), held.key, held.token, ops, timing, valid_until);
         if let Some(fence) = fence {
             // A new guard's cell is empty, so this cannot fail.
             let _ = guard.lease().fencing_token.set(fence);

@@ -145,7 +145,8 @@ impl Guard {
     }
 
     /// Extends the lock to `ttl` from now on every master; the validity is recomputed from this
-    /// round's start.
+    /// round's start. A lock taken with a lock-delay keeps it: its key is set for `ttl` plus the
+    /// delay.
     ///
     /// Counts its majority over all N masters. On failure the guard is marked lost, and nothing is
     /// unlocked.
@@ -157,7 +158,8 @@ impl Guard {
     #[instrument(skip_all, fields(resource = %self.lease.resource, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty))]
     pub async fn extend(&self, ttl: Duration) -> Result<Duration, ExtendError> {
         let lease = &self.lease;
-        let timing = self.client.check_ttl(ttl)?;
+        // The key keeps the lock-delay the lock was taken with.
+        let timing = self.client.check_ttl(ttl, Some(lease.lock_delay))?;
         let round = self.client.round();
         // Re-verifies masters that reconnected, so a process that only extends still counts them.
         round.check_health();
@@ -174,7 +176,7 @@ impl Guard {
                 resource: lease.resource.clone(),
             });
         }
-        let call = lease.ops.extend(ttl_millis(ttl));
+        let call = lease.ops.extend(ttl_millis(timing.key_ttl()));
         let mut votes = round.votes::<()>(timing);
         let mut pending = round.fan_out(|link| {
             link.call(&call)

@@ -174,10 +174,19 @@ impl Inner {
         }
     }
 
-    /// Checks a TTL against the configuration, and remembers it for the restart grace.
-    pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<Timing, InputError> {
-        let timing = self.config.timing(ttl)?;
-        self.health.note_ttl(ttl);
+    /// Checks a TTL against the configuration, with `lock_delay` or the configured delay, and
+    /// remembers the key's life (the TTL plus the delay) for the restart grace: a master that lost
+    /// its keys must wait out every key's life, not only its holder's validity.
+    pub(crate) fn check_ttl(
+        &self,
+        ttl: Duration,
+        lock_delay: Option<Duration>,
+    ) -> Result<Timing, InputError> {
+        let timing = match lock_delay {
+            Some(delay) => self.config.timing_delayed(ttl, delay)?,
+            None => self.config.timing(ttl)?,
+        };
+        self.health.note_ttl(timing.key_ttl());
         Ok(timing)
     }
 
@@ -188,11 +197,12 @@ impl Inner {
         key: Arc<str>,
         token: Arc<str>,
         ops: Arc<dyn LockOps>,
-        ttl: Duration,
+        timing: Timing,
         valid_until: Instant,
     ) -> Guard {
         let clock = self.config.clock.clone();
-        let lease = Lease::new(resource.to_owned(), key, token, ops, ttl, valid_until, clock);
+        let times = (timing.ttl(), timing.lock_delay());
+        let lease = Lease::new(resource.to_owned(), key, token, ops, times, valid_until, clock);
         Guard::new(Arc::clone(self), lease)
     }
 }

@@ -56,6 +56,8 @@ pub(crate) struct Request<'a> {
     pub(crate) plan: Option<RetryPlan>,
     /// Whether a fencing token was asked for.
     pub(crate) fenced: bool,
+    /// The lock-delay asked for; `None` for the configured one.
+    pub(crate) lock_delay: Option<Duration>,
 }
 
 impl Request<'_> {
@@ -104,7 +106,8 @@ impl Request<'_> {
 
     /// Sends `kind` through the one acquire path.
     pub(crate) async fn acquire<A: Attempt>(&self, kind: A) -> Result<Guard, AcquireError> {
-        self.inner.acquire(kind, self.ttl, self.plan).await
+        let times = (self.ttl, self.lock_delay);
+        self.inner.acquire(kind, times, self.plan).await
     }
 }
 

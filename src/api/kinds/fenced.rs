@@ -216,7 +216,8 @@ async fn two_rounds<K: Fenceable>(
 ) -> Result<Won<K::Hold>, AcquireError> {
     let held = kind.hold(&ctx)?;
     let counter = ctx.names.fence_counter();
-    let ttl_ms = ttl_millis(timing.ttl());
+    // The key's life: the TTL plus any lock-delay (the validity counts from the TTL alone).
+    let ttl_ms = ttl_millis(timing.key_ttl());
     let resource = kind.resource();
     // The fenced lock is a plain lock on the wire, the fenced write a write hold: extend and
     // release are theirs.

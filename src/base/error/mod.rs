@@ -205,6 +205,16 @@ pub enum InputError {
         /// The largest TTL accepted.
         max: Duration,
     },
+    /// The key's life, the TTL plus the lock-delay, exceeds the supported maximum.
+    #[error("TTL {ttl:?} plus lock-delay {lock_delay:?} exceeds the maximum {max:?} a key may be set for")]
+    LockDelayTooLarge {
+        /// The TTL asked for.
+        ttl: Duration,
+        /// The lock-delay asked for.
+        lock_delay: Duration,
+        /// The longest key life accepted.
+        max: Duration,
+    },
     /// The TTL has no validity left after drift.
     #[error(transparent)]
     Timing(#[from] TimingError),

@@ -69,9 +69,10 @@ pub(super) async fn renew(
             outcomes[i] = Outcome::Stop;
             continue;
         }
-        match config.timing(d.ttl) {
+        match config.timing_delayed(d.ttl, d.held.lock_delay) {
             Ok(timing) => {
-                let ttl_ms = ttl_millis(d.ttl);
+                // The key's life: the TTL plus the lock's lock-delay.
+                let ttl_ms = ttl_millis(timing.key_ttl());
                 // Built by SHA1 from the start where the kind allows it: no source copied per lock.
                 let call = d.held.ops.extend(ttl_ms);
                 let native = call.native_extend();
