@@ -7,7 +7,9 @@ use std::time::Duration;
 use quorlock_chaos::sim::checks::Check;
 use quorlock_chaos::sim::controls::Control;
 use quorlock_chaos::sim::fence_watch::MAJORITY_LOST;
-use quorlock_chaos::sim::run::{run_seed, run_with_mechanism, SeedConfig, SeedOutcome};
+use quorlock_chaos::sim::run::{
+    run_seed, run_with_mechanism, SeedConfig, SeedOutcome, PAUSED_INSIDE_LOCK_DELAY, PAUSED_PAST_LOCK_DELAY,
+};
 
 /// Seeds tried per control before the test gives up (each finds violations in its first seeds).
 const SEEDS: u64 = 10;
@@ -57,6 +59,7 @@ fn triggered(control: Control, outcome: &SeedOutcome) -> bool {
         Control::WithoutReadersCheck => kind("read") && kind("fencedwrite"),
         Control::WithoutEpochCheck => effect(MAJORITY_LOST) && kind("fenced"),
         Control::WithoutCommitKeyCheck => kind("fenced") && outcome.faults > 0,
+        Control::PastLockDelay => fault(PAUSED_PAST_LOCK_DELAY),
         _ => true,
     }
 }
@@ -241,6 +244,34 @@ fn each_removed_mechanism_in_place_passes_the_same_runs() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn holders_paused_past_their_lock_delay_are_caught() {
+    caught(Control::PastLockDelay);
+}
+
+/// The control's twin: the same seeds, the same paused holders of unfenced locks writing after
+/// their validity ended, under a lock-delay longer than every pause. Nothing is lost.
+#[test]
+fn holders_paused_inside_their_lock_delay_lose_no_update() {
+    for seed in 0..6 {
+        let outcome =
+            run_with_mechanism(Control::PastLockDelay, seed, Duration::from_secs(20)).expect("a run");
+        let paused = outcome
+            .faults_by_kind
+            .get(PAUSED_INSIDE_LOCK_DELAY)
+            .copied()
+            .unwrap_or(0);
+        assert!(paused > 0, "seed {seed}: holders paused: {outcome:?}");
+        let fired: Vec<Check> = SAFETY.into_iter().filter(|c| outcome.fired(*c)).collect();
+        assert!(
+            fired.is_empty() && outcome.leaked_keys.is_empty(),
+            "lock-delay longer than the pauses, seed {seed}: {fired:?} fired: {:#?}",
+            outcome.violations
+        );
+        assert!(outcome.acquisitions > 20, "seed {seed}: {outcome:?}");
     }
 }
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use quorlock_chaos::sim::fence_watch::MAJORITY_LOST;
-use quorlock_chaos::sim::run::{run_seed, SeedConfig};
+use quorlock_chaos::sim::run::{run_seed, SeedConfig, PAUSED_INSIDE_LOCK_DELAY};
 
 fn seed(seed: u64, secs: u64) -> SeedConfig {
     SeedConfig {
@@ -113,6 +113,25 @@ fn in_model_seeds_pass_every_check() {
         assert!(outcome.passed(), "seed {s}: {outcome:#?}");
         assert!(outcome.acquisitions > 50, "seed {s}: {outcome:?}");
     }
+}
+
+/// One in-model seed in [`LOCK_DELAY_ONE_IN`](quorlock_chaos::sim::profile::LOCK_DELAY_ONE_IN)
+/// with operations takes every lock with a lock-delay longer than any pause, and its holders of
+/// unfenced locks now and then pause past their validity and write after it (seed 16 is one):
+/// with its operations and faults, nothing is lost and every check passes.
+#[test]
+fn a_seed_with_holders_paused_inside_their_lock_delay_passes() {
+    let outcome = run_seed(seed(16, 30)).expect("a run");
+    assert!(outcome.passed(), "{outcome:#?}");
+    let paused = outcome
+        .faults_by_kind
+        .get(PAUSED_INSIDE_LOCK_DELAY)
+        .copied()
+        .unwrap_or(0);
+    assert!(
+        paused > 0,
+        "seed 16 pauses its holders under a lock-delay: {outcome:?}"
+    );
 }
 
 /// Seed 1000289 found this: two clients make the first fenced acquires on fresh masters at once

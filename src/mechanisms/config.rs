@@ -363,7 +363,8 @@ impl QuorlockBuilder {
     /// (each declares its longest TTL at its checks), so one client's long TTLs make every client
     /// wait longer for a replaced master. A configured grace is taken as given: this client then
     /// ignores what others declared, so set it to at least the longest TTL any process of the
-    /// fleet uses.
+    /// fleet uses, plus its lock-delay where it uses one ([`QuorlockBuilder::lock_delay`]): a
+    /// key lives its TTL plus the delay, and the default counts both.
     pub fn restart_grace(mut self, grace: Duration) -> Self {
         self.restart_grace = Some(grace);
         self

@@ -73,11 +73,16 @@ pub enum Control {
     /// intact). Out of model: with the mechanism in place, mutual exclusion fails too (a holder
     /// suspended believes its lock valid), but no token goes back.
     WithoutCommitKeyCheck,
+    /// Holders of unfenced locks pause past their validity, then write, under a lock-delay
+    /// shorter than their pauses: the delay covers less than the pause, so another holder can
+    /// take the lock before the paused one writes. Its twin (`run::run_with_mechanism`) runs the
+    /// same seeds with a delay longer than every pause, and must pass.
+    PastLockDelay,
 }
 
 impl Control {
     /// Every control, in a fixed order.
-    pub const ALL: [Control; 17] = [
+    pub const ALL: [Control; 18] = [
         Control::QuorumOfOne,
         Control::IgnoreValidity,
         Control::WipeWithoutGrace,
@@ -95,6 +100,7 @@ impl Control {
         Control::WithoutReadersCheck,
         Control::WithoutEpochCheck,
         Control::WithoutCommitKeyCheck,
+        Control::PastLockDelay,
     ];
 
     /// Whether it removes a mechanism of the library (the others break the environment or the
@@ -158,7 +164,7 @@ impl Control {
             // A token issued below one issued before.
             Control::WithoutEpochCheck | Control::WithoutCommitKeyCheck => Check::Fencing,
             // The safe intervals are fine; only the store sees the paused holder's late write.
-            Control::PauseUnfenced => Check::LostUpdates,
+            Control::PauseUnfenced | Control::PastLockDelay => Check::LostUpdates,
             Control::FairSkipsQueue => Check::FairOrder,
         }
     }
@@ -189,6 +195,7 @@ impl Control {
             Control::WithoutReadersCheck => "without-readers-check",
             Control::WithoutEpochCheck => "without-epoch-check",
             Control::WithoutCommitKeyCheck => "without-commit-key-check",
+            Control::PastLockDelay => "pause-past-lock-delay",
         }
     }
 }

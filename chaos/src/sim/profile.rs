@@ -60,6 +60,9 @@ pub struct ClientSetup {
     pub starts_at_ms: u64,
 }
 
+/// One seed with operations in this many runs with a lock-delay and paused holders.
+pub const LOCK_DELAY_ONE_IN: u64 = 5;
+
 /// One seed's setup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Profile {
@@ -67,6 +70,9 @@ pub struct Profile {
     pub operations: bool,
     /// Whether every kind uses the same resource names.
     pub shared_keys: bool,
+    /// Whether its clients take every lock with a lock-delay longer than any pause, and their
+    /// holders of unfenced locks now and then pause past their validity before they write.
+    pub lock_delay: bool,
     /// The longest TTL any client asks for, in ms.
     pub max_ttl_ms: u64,
     /// Each master.
@@ -84,6 +90,7 @@ impl Profile {
         Profile {
             operations: false,
             shared_keys: false,
+            lock_delay: false,
             max_ttl_ms: ttl_ms.1,
             masters: vec![
                 MasterSetup {
@@ -212,6 +219,8 @@ impl Profile {
         }
         let mut profile = Profile {
             operations: true,
+            // From the seed already drawn, so that no other draw moves.
+            lock_delay: control.is_none() && seed % LOCK_DELAY_ONE_IN == 1,
             shared_keys: rng.random_ratio(1, 3),
             max_ttl_ms,
             masters: setups,

@@ -63,6 +63,12 @@ const OPERATIONS_GAP_MS: u64 = 1_500;
 /// Under the `vm-rollback` control, the mean gap between rollbacks: like a clock jump, a rollback
 /// must take a held key from a majority within one TTL to show.
 const ROLLBACK_GAP_MS: u64 = 200;
+/// The fault of a holder paused past its validity for less than its lock-delay, then writing.
+pub const PAUSED_INSIDE_LOCK_DELAY: &str = "holder paused past its validity, inside its lock-delay";
+
+/// The same pause longer than the lock-delay (the control `pause-past-lock-delay`).
+pub const PAUSED_PAST_LOCK_DELAY: &str = "holder paused past its validity and its lock-delay (out of model)";
+
 /// The keys a filler writes start with this (no lock key does): they are no leak.
 pub const FILLER_PREFIX: &str = "filler:";
 /// The client number the final reads of the store are made under, apart from every client's.
@@ -316,7 +322,7 @@ async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimEr
     let world_task = tokio::task::spawn_local(world.run(rx));
 
     let kinds: &'static [CallKind] = match control {
-        Some(Control::PauseUnfenced | Control::IgnoreValidity) => &[CallKind::Plain],
+        Some(Control::PauseUnfenced | Control::IgnoreValidity | Control::PastLockDelay) => &[CallKind::Plain],
         Some(Control::FairSkipsQueue) => &[CallKind::Fair],
         Some(
             Control::WithoutReplacedRule | Control::WithoutDurabilityRule | Control::WithoutEvictionRule,
@@ -326,6 +332,14 @@ async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimEr
         Some(Control::WithoutEpochCheck | Control::WithoutCommitKeyCheck) => &[CallKind::Fenced],
         _ if profile.operations => &CallKind::EVERY,
         _ => &CallKind::ALL,
+    };
+    // A lock-delay: longer than every pause (twice the TTL of the paused lock) in the seeds that
+    // have one and in the control's twin; shorter than every pause in the control itself.
+    let lock_delay = match control {
+        Some(Control::PastLockDelay) if remove => Some(Duration::from_millis(TTL_MS.0 / 2)),
+        Some(Control::PastLockDelay) => Some(Duration::from_millis(4 * profile.max_ttl_ms)),
+        None if profile.lock_delay => Some(Duration::from_millis(4 * profile.max_ttl_ms)),
+        _ => None,
     };
     let records: Arc<Mutex<Vec<SimRecord>>> = Arc::default();
     let until = start + config.simulated;
@@ -367,8 +381,12 @@ async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimEr
         if let Some(mechanism) = control.and_then(Control::mechanism).filter(|_| remove) {
             builder = builder.unsafe_without_for_tests(mechanism);
         }
+        if let Some(delay) = lock_delay {
+            builder = builder.lock_delay(delay);
+        }
         if let Some(grace) = setup.grace {
-            builder = builder.restart_grace(grace);
+            // A configured grace must cover the keys' whole life: the TTL plus the lock-delay.
+            builder = builder.restart_grace(grace + lock_delay.unwrap_or_default());
         }
         if let Some(every) = setup.health_refresh {
             builder = builder.health_refresh(every);
@@ -384,7 +402,7 @@ async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimEr
             resources: 2,
             ttl_ms: setup.ttl_ms,
             ignore_validity: control == Some(Control::IgnoreValidity),
-            pause_unfenced: control == Some(Control::PauseUnfenced),
+            pause_unfenced: control == Some(Control::PauseUnfenced) || lock_delay.is_some(),
             to_validity_end: control == Some(Control::WithoutDriftAllowance),
             kinds,
             shared: profile.shared_keys,
@@ -436,9 +454,9 @@ async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimEr
         }
     }
     // Everything settled with every master reachable: no key may stay without a deadline, and
-    // once the longest TTL and heartbeat have passed, none at all.
+    // once the longest TTL and heartbeat have passed (and the lock-delay after them), none at all.
     let mut leaked = leaks(&tx, false).await;
-    tokio::time::sleep(checks::QUIET_BEFORE).await;
+    tokio::time::sleep(checks::QUIET_BEFORE + lock_delay.unwrap_or_default()).await;
     leaked.extend(leaks(&tx, true).await);
 
     let records = std::mem::take(&mut *records.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
@@ -504,6 +522,15 @@ async fn simulate(config: SeedConfig, remove: bool) -> Result<SeedOutcome, SimEr
             .faults_by_kind
             .entry("client clock stall (out of model)".to_owned())
             .or_default() += stalls.len() as u64;
+    }
+    let paused = records.iter().filter(|r| r.paused).count() as u64;
+    if lock_delay.is_some() && paused > 0 {
+        let name = if remove && control == Some(Control::PastLockDelay) {
+            PAUSED_PAST_LOCK_DELAY
+        } else {
+            PAUSED_INSIDE_LOCK_DELAY
+        };
+        *outcome.faults_by_kind.entry(name.to_owned()).or_default() += paused;
     }
     for r in records.iter().filter(|r| r.lock.acquired.is_some()) {
         *outcome

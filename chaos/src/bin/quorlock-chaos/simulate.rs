@@ -32,7 +32,8 @@ pub struct SimulateArgs {
     /// fair-skips-queue, client-clock-stall, vm-rollback, kept-connections,
     /// without-replaced-master-rule, without-drift-allowance,
     /// without-durability-rule, without-eviction-rule, without-permits-check,
-    /// without-readers-check, without-epoch-check, without-commit-key-check. The run then succeeds only if the control's
+    /// without-readers-check, without-epoch-check, without-commit-key-check,
+    /// pause-past-lock-delay. The run then succeeds only if the control's
     /// own check (exclusion, lost updates, fair order, semaphore, read-write, fencing) reports
     /// violations.
     #[arg(long)]
