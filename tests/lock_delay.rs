@@ -110,9 +110,10 @@ async fn a_release_opens_a_delayed_lock_at_once() {
 async fn the_key_lives_the_ttl_plus_the_delay_through_extend_and_the_watchdog() {
     let c = cluster(3).await;
     let holder = locks(&c).await;
+    // A delay of a few TTLs: the drift allowance on the key's whole life stays small.
     let guard = holder
         .lock("delay:kept", TTL)
-        .lock_delay(DELAY)
+        .lock_delay(TTL * 5)
         .try_acquire()
         .await
         .expect("acquire");
@@ -206,5 +207,26 @@ async fn a_fenced_lock_takes_a_delay_too() {
         3,
         "set for TTL + delay"
     );
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_long_delay_on_a_short_ttl_is_kept_alive_within_its_shorter_validity() {
+    // The allowance on the key's whole life (51 s) leaves a 1 s lock less than half its TTL as
+    // validity: the watchdog spaces its renewals within that, not within the TTL.
+    let c = cluster(3).await;
+    let holder = locks(&c).await;
+    let ttl = Duration::from_secs(1);
+    let guard = holder
+        .lock("delay:short", ttl)
+        .lock_delay(Duration::from_secs(50))
+        .try_acquire()
+        .await
+        .expect("acquire");
+    assert!(guard.validity() < ttl / 2, "validity {:?}", guard.validity());
+    guard.keep_alive();
+    tokio::time::sleep(ttl * 3).await;
+    assert!(!guard.is_lost(), "kept alive past three TTLs");
+    assert_eq!(living_longer_than(&c, "delay:short", ttl).await, 3);
     guard.release().await.expect("release");
 }

@@ -632,11 +632,12 @@ async fn pttls(c: &Cluster, key: &str) -> Vec<i64> {
     out
 }
 
-/// Runs `quorlock run --ttl 1s [--lock-delay DELAY] KEY -- sleep 60`, stops it with SIGSTOP once it
-/// holds the lock, lets three seconds pass (three TTLs: its validity has ended), and tries the lock
-/// once from a library client. Returns that attempt's outcome and the key's PTTLs read after it.
+/// Runs `quorlock run --ttl 2s [--lock-delay DELAY] KEY -- sleep 60`, stops it with SIGSTOP once it
+/// holds the lock, lets four seconds pass (two TTLs: its validity has ended, and a key without a
+/// delay has expired), and tries the lock once from a library client. Returns that attempt's
+/// outcome and the key's PTTLs read after it.
 async fn stopped_holder(c: &Cluster, key: &str, delay: Option<&str>) -> (bool, Vec<i64>) {
-    let mut args = vec!["run", "--ttl", "1s"];
+    let mut args = vec!["run", "--ttl", "2s"];
     if let Some(delay) = delay {
         args.extend(["--lock-delay", delay]);
     }
@@ -646,7 +647,7 @@ async fn stopped_holder(c: &Cluster, key: &str, delay: Option<&str>) -> (bool, V
     assert!(held, "the lock was taken");
     let pid = Pid::from_raw(i32::try_from(run.id().expect("running")).expect("pid"));
     kill(pid, Signal::SIGSTOP).expect("stop quorlock");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
     let taken = locks(c)
         .await
         .lock(key, Duration::from_secs(1))
@@ -664,7 +665,7 @@ async fn stopped_holder(c: &Cluster, key: &str, delay: Option<&str>) -> (bool, V
 #[tokio::test]
 async fn a_stopped_holder_keeps_its_lock_closed_for_the_lock_delay() {
     let c = cluster(3).await;
-    let (taken, after) = stopped_holder(&c, "stopped:delay", Some("60s")).await;
+    let (taken, after) = stopped_holder(&c, "stopped:delay", Some("30s")).await;
     assert!(
         !taken,
         "nobody takes the lock of a holder stopped inside its lock-delay"

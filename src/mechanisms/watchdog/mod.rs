@@ -224,12 +224,23 @@ impl Watchdog {
             return;
         }
         let now = self.to.config.clock.now();
+        // With a lock-delay the drift allowance is taken on the key's whole life, so the validity
+        // a renewal gives is shorter than the TTL by more: the renewals are spaced within that.
+        let basis = if held.lock_delay.is_zero() {
+            held.ttl
+        } else {
+            crate::core::drift(
+                held.ttl.saturating_add(held.lock_delay),
+                self.to.config.drift_factor,
+            )
+            .and_then(|drift| held.ttl.checked_sub(drift))
+            .unwrap_or(held.ttl)
+        };
         let make = |opts: KeepAlive| {
-            let interval = renewal::renew_interval(held.ttl, opts.interval);
+            let interval = renewal::renew_interval(basis, opts.interval);
             // The first renewal comes `interval` after the round that set the current validity.
             let valid_until = held.valid_until();
-            let next_due = held
-                .ttl
+            let next_due = basis
                 .checked_sub(interval)
                 .and_then(|lead| valid_until.checked_sub(lead))
                 .map_or(now, |due| due.max(now));
