@@ -285,7 +285,7 @@ impl<'a> Lock<'a> {
     /// [`AcquireError::Queued`] when the deadline passed behind other tasks of this process; a
     /// non-retryable round failure (authentication, wrong key type) is returned at once. A fair
     /// lock's rounds fail with [`crate::NodeErrorKind::Queued`] while earlier waiters are ahead.
-    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.get().name(&self.target, self.fenced), attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
+    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.get().label(&self.target, self.fenced), attempt = field::Empty, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
     pub async fn acquire(self) -> Result<Guard, AcquireError> {
         let plan = self.plan()?;
         self.send(Some(plan)).await
@@ -297,7 +297,7 @@ impl<'a> Lock<'a> {
     /// [`AcquireError::NoQuorum`] (or [`AcquireError::Conflict`] for a set) when a majority did not
     /// grant it, [`AcquireError::TooSlow`] when the majority came too late,
     /// [`AcquireError::Input`] for bad arguments.
-    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.get().name(&self.target, self.fenced), attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
+    #[instrument(skip_all, fields(resource = %self.label(), kind = self.kind.get().label(&self.target, self.fenced), attempt = 1, ok = field::Empty, failed = field::Empty, validity_ms = field::Empty, owner = field::Empty, ticket = field::Empty, token = field::Empty))]
     pub async fn try_acquire(self) -> Result<Guard, AcquireError> {
         self.send(None).await
     }
@@ -305,7 +305,7 @@ impl<'a> Lock<'a> {
     /// Sends the request: retrying within `plan`, or one round when `plan` is `None`.
     async fn send(self, plan: Option<RetryPlan>) -> Result<Guard, AcquireError> {
         let since = metrics::Stopwatch::start();
-        let kind = self.kind.get().name(&self.target, self.fenced);
+        let kind = self.kind.get().label(&self.target, self.fenced);
         let result = self.dispatch(plan).await;
         metrics::acquisition(kind, since, &result);
         result

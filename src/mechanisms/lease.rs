@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::base::metrics::{self, Cause};
+use crate::core::Timing;
 use crate::mechanisms::coalesce::Turn;
 use crate::mechanisms::ops::LockOps;
 use crate::seam::clock::{later, Clock};
@@ -77,11 +78,9 @@ pub(crate) struct Lease {
     pub(crate) token: Arc<str>,
     /// How this kind of lock is extended and released.
     pub(crate) ops: Arc<dyn LockOps>,
-    /// The TTL the lock was acquired with; the watchdog renews to it.
-    pub(crate) ttl: Duration,
-    /// How long the key outlives the validity after an expiry (zero for none): every extend and
-    /// renewal sets the key for the TTL plus this.
-    pub(crate) lock_delay: Duration,
+    /// The timing the lock was acquired with: its TTL, which the watchdog renews to, its drift
+    /// allowance, and its lock-delay, which every extend and renewal keeps.
+    pub(crate) timing: Timing,
     pub(crate) status: StatusCell,
     /// The fencing token, for a lock taken with a fenced acquire.
     pub(crate) fencing_token: std::sync::OnceLock<u64>,
@@ -105,8 +104,7 @@ impl std::fmt::Debug for Lease {
         f.debug_struct("Lease")
             .field("resource", &self.resource)
             .field("key", &self.key)
-            .field("ttl", &self.ttl)
-            .field("lock_delay", &self.lock_delay)
+            .field("timing", &self.timing)
             .field("status", &self.status.get())
             .field("fencing_token", &self.fencing_token.get())
             .finish_non_exhaustive()
@@ -114,14 +112,14 @@ impl std::fmt::Debug for Lease {
 }
 
 impl Lease {
-    /// A lease of `resource` (under `key`, for `token`) taken for `ttl`, valid until `valid_until`
-    /// on `clock`.
+    /// A lease of `resource` (under `key`, for `token`) taken with `timing`, valid until
+    /// `valid_until` on `clock`.
     pub(crate) fn new(
         resource: String,
         key: Arc<str>,
         token: Arc<str>,
         ops: Arc<dyn LockOps>,
-        (ttl, lock_delay): (Duration, Duration),
+        timing: Timing,
         valid_until: Instant,
         clock: Clock,
     ) -> Self {
@@ -130,8 +128,7 @@ impl Lease {
             key,
             token,
             ops,
-            ttl,
-            lock_delay,
+            timing,
             status: StatusCell::new(Status {
                 valid_until,
                 lost: false,

@@ -159,7 +159,7 @@ impl Guard {
     pub async fn extend(&self, ttl: Duration) -> Result<Duration, ExtendError> {
         let lease = &self.lease;
         // The key keeps the lock-delay the lock was taken with.
-        let timing = self.client.check_ttl(ttl, Some(lease.lock_delay))?;
+        let timing = self.client.check_ttl(ttl, Some(lease.timing.lock_delay()))?;
         let round = self.client.round();
         // Re-verifies masters that reconnected, so a process that only extends still counts them.
         round.check_health();

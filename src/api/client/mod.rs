@@ -201,8 +201,7 @@ impl Inner {
         valid_until: Instant,
     ) -> Guard {
         let clock = self.config.clock.clone();
-        let times = (timing.ttl(), timing.lock_delay());
-        let lease = Lease::new(resource.to_owned(), key, token, ops, times, valid_until, clock);
+        let lease = Lease::new(resource.to_owned(), key, token, ops, timing, valid_until, clock);
         Guard::new(Arc::clone(self), lease)
     }
 }

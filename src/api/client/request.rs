@@ -29,14 +29,20 @@ pub(crate) enum Target {
 
 /// A kind of lock as a request carries it until it is sent.
 pub(crate) trait Choose: fmt::Debug + Send + Sync {
-    /// The kind's name in metrics and spans, for `target`, `fenced` when a token was asked for.
-    fn name(&self, target: &Target, fenced: bool) -> &'static str;
+    /// The kind's name, in errors.
+    fn name(&self) -> &'static str;
+
+    /// The kind's name in metrics and spans, for `target`, `fenced` when a token was asked for:
+    /// its name unless the kind says otherwise.
+    fn label(&self, _target: &Target, _fenced: bool) -> &'static str {
+        self.name()
+    }
 
     /// Why a fencing token does not go with this kind (the kinds that take one never ask).
     fn fencing_refused(&self) -> String {
         format!(
             "a fenced {} lock (only a plain lock or a write hold takes a fencing token)",
-            self.name(&Target::One(String::new()), false)
+            self.name()
         )
     }
 
@@ -96,10 +102,7 @@ impl Request<'_> {
         let what = if self.fenced {
             "a fenced lock on a set of resources (fence each resource with its own lock)".to_owned()
         } else {
-            format!(
-                "a {} lock on a set of resources",
-                kind.name(&Target::One(String::new()), false)
-            )
+            format!("a {} lock on a set of resources", kind.name())
         };
         InputError::Unsupported { what }.into()
     }

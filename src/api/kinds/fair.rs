@@ -28,7 +28,7 @@ use redis::Value;
 
 use futures::future::BoxFuture;
 
-use crate::api::client::request::{Choose, Request, Target};
+use crate::api::client::request::{Choose, Request};
 use crate::api::client::Guard;
 use crate::api::kinds::kind::{named, Ctx, Departure, Held, Kind, Wait};
 use crate::api::lock::Lock;
@@ -378,7 +378,7 @@ mod tests {
 struct FairChoice(FairOptions);
 
 impl Choose for FairChoice {
-    fn name(&self, _: &Target, _: bool) -> &'static str {
+    fn name(&self) -> &'static str {
         "fair"
     }
 

@@ -106,7 +106,11 @@ impl Fenceable for Plain {
 pub(crate) struct PlainChoice;
 
 impl Choose for PlainChoice {
-    fn name(&self, target: &Target, fenced: bool) -> &'static str {
+    fn name(&self) -> &'static str {
+        "plain"
+    }
+
+    fn label(&self, target: &Target, fenced: bool) -> &'static str {
         match (target, fenced) {
             (_, true) => "fenced",
             (Target::All(_), false) => "multi",

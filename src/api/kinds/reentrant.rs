@@ -18,7 +18,7 @@ use redis::Value;
 
 use futures::future::BoxFuture;
 
-use crate::api::client::request::{Choose, Request, Target};
+use crate::api::client::request::{Choose, Request};
 use crate::api::client::Guard;
 use crate::api::kinds::kind::{named, Ctx, Held, Kind, Wait};
 use crate::api::lock::Lock;
@@ -264,7 +264,7 @@ mod tests {
 struct ReentrantChoice(LockOwner);
 
 impl Choose for ReentrantChoice {
-    fn name(&self, _: &Target, _: bool) -> &'static str {
+    fn name(&self) -> &'static str {
         "reentrant"
     }
 

@@ -324,7 +324,7 @@ impl Fenceable for Writing {
 struct ReadChoice;
 
 impl Choose for ReadChoice {
-    fn name(&self, _: &Target, _: bool) -> &'static str {
+    fn name(&self) -> &'static str {
         "read"
     }
 
@@ -342,7 +342,11 @@ impl Choose for ReadChoice {
 struct WriteChoice;
 
 impl Choose for WriteChoice {
-    fn name(&self, _: &Target, fenced: bool) -> &'static str {
+    fn name(&self) -> &'static str {
+        "write"
+    }
+
+    fn label(&self, _: &Target, fenced: bool) -> &'static str {
         if fenced {
             "fenced_write"
         } else {

@@ -18,7 +18,7 @@ use redis::Value;
 
 use futures::future::BoxFuture;
 
-use crate::api::client::request::{Choose, Request, Target};
+use crate::api::client::request::{Choose, Request};
 use crate::api::client::Guard;
 use crate::api::kinds::kind::{Ctx, Held, Kind, Lost, Wait};
 use crate::api::lock::Lock;
@@ -229,7 +229,7 @@ fn mismatch_reply(items: &[Value]) -> Option<u32> {
 struct SemaphoreChoice(u32);
 
 impl Choose for SemaphoreChoice {
-    fn name(&self, _: &Target, _: bool) -> &'static str {
+    fn name(&self) -> &'static str {
         "semaphore"
     }
 

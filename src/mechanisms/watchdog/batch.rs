@@ -69,7 +69,7 @@ pub(super) async fn renew(
             outcomes[i] = Outcome::Stop;
             continue;
         }
-        match config.timing_delayed(d.ttl, d.held.lock_delay) {
+        match config.timing_delayed(d.ttl, d.held.timing.lock_delay()) {
             Ok(timing) => {
                 // The key's life: the TTL plus the lock's lock-delay.
                 let ttl_ms = ttl_millis(timing.key_ttl());

@@ -226,15 +226,11 @@ impl Watchdog {
         let now = self.to.config.clock.now();
         // With a lock-delay the drift allowance is taken on the key's whole life, so the validity
         // a renewal gives is shorter than the TTL by more: the renewals are spaced within that.
-        let basis = if held.lock_delay.is_zero() {
-            held.ttl
+        let timing = held.timing;
+        let basis = if timing.lock_delay().is_zero() {
+            timing.ttl()
         } else {
-            crate::core::drift(
-                held.ttl.saturating_add(held.lock_delay),
-                self.to.config.drift_factor,
-            )
-            .and_then(|drift| held.ttl.checked_sub(drift))
-            .unwrap_or(held.ttl)
+            timing.ttl().saturating_sub(timing.drift())
         };
         let make = |opts: KeepAlive| {
             let interval = renewal::renew_interval(basis, opts.interval);
@@ -328,7 +324,7 @@ impl Shared {
                 wake = Some(wake.map_or(at, |w| w.min(at)));
                 return true;
             }
-            match renewal::renew_ttl(held.ttl, entry.hold_until.map(Instant::into_std), now.into_std(), Duration::ZERO) {
+            match renewal::renew_ttl(held.timing.ttl(), entry.hold_until.map(Instant::into_std), now.into_std(), Duration::ZERO) {
                 Some(ttl) => {
                     due.push(Due { id, held, ttl });
                     true
