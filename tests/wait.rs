@@ -150,8 +150,10 @@ async fn fifty_local_waiters_make_about_one_remote_attempt_per_release() {
 
 #[tokio::test]
 async fn without_the_local_queue_fifty_waiters_contend_remotely() {
-    // The negative control: the same crowd, every waiter contending on the masters.
+    // The negative control: the same crowd, every waiter contending on the masters: each makes
+    // its own first attempt there, and each release wakes one of them (the process is one member
+    // of the key's hand-off queue), so about two attempts per waiter, well above the bound above.
     let c = cluster(3).await;
     let calls = fifty_waiters(&c, false).await;
-    assert!(calls > 100, "{calls} SET calls on master 0");
+    assert!(calls > 90, "{calls} SET calls on master 0");
 }

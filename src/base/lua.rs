@@ -57,9 +57,11 @@ pub(crate) use lua;
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 
 lua! {
-    /// Compare-and-delete, publishing the release on the resource's channel.
+    /// Compare-and-delete, then the hand-off to the first queued process (or the announcement on
+    /// the key's channel when none is queued).
     pub(crate) static RELEASE = concat!(
         include_str!("../scripts/token_common.lua"),
+        include_str!("../scripts/handoff_common.lua"),
         include_str!("../scripts/release.lua")
     );
     /// Compare-and-PEXPIRE.

@@ -44,6 +44,13 @@ pub const RW_WAITING_SUFFIX: &str = ":waiting";
 pub const FAIR_QUEUE_SUFFIX: &str = ":queue";
 /// Appended to a fair lock's key to form its waiters' heartbeat deadlines (a sorted set).
 pub const FAIR_DEADLINES_SUFFIX: &str = ":deadlines";
+/// Appended to a lock key to form its hand-off queue: the processes waiting for the key, a sorted
+/// set of their wake channels by the time each first registered. A release wakes the first of them
+/// only (`mechanisms/handoff.rs`).
+pub const WAITERS_SUFFIX: &str = ":quorlock:waiters";
+/// Prefix of a waiting process's own pub/sub channel, on which a release hands it the key; the
+/// process's random id follows it.
+pub const WAKE_CHANNEL_PREFIX: &str = "quorlock:wake:";
 
 /// The keys of one client: every name it writes starts with its prefix.
 #[derive(Debug, Clone, Default)]
@@ -145,6 +152,31 @@ pub(crate) fn release_channel(key: &str) -> String {
     channel
 }
 
+/// The hand-off queue of `key`: the processes waiting for it.
+pub(crate) fn waiters_key(key: &str) -> String {
+    let mut queue = String::with_capacity(key.len() + WAITERS_SUFFIX.len());
+    queue.push_str(key);
+    queue.push_str(WAITERS_SUFFIX);
+    queue
+}
+
+/// The wake channel of the process (the client) whose random id is `id`.
+pub(crate) fn wake_channel(id: &str) -> String {
+    format!("{WAKE_CHANNEL_PREFIX}{id}")
+}
+
+/// The hand-off queue of a key as one command argument, written straight into the command.
+pub(crate) struct WaitersArg<'a>(pub(crate) &'a str);
+
+impl redis::ToRedisArgs for WaitersArg<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        use std::io::Write;
+        let mut arg = out.writer_for_next_arg();
+        let _ = arg.write_all(self.0.as_bytes());
+        let _ = arg.write_all(WAITERS_SUFFIX.as_bytes());
+    }
+}
+
 /// The release channel of a key as one command argument, written straight into the command.
 pub(crate) struct ChannelArg<'a>(pub(crate) &'a str);
 
@@ -222,6 +254,12 @@ mod tests {
         );
         assert_eq!(names.fence_epoch(), "p:quorlock:fence:epoch");
         assert_eq!(release_channel("p:r"), "quorlock:released:p:r");
+        assert_eq!(waiters_key("p:r"), "p:r:quorlock:waiters");
+        assert_eq!(wake_channel("ab12"), "quorlock:wake:ab12");
+        let (mut joined, mut plain) = (redis::cmd("X"), redis::cmd("X"));
+        joined.arg(WaitersArg("p:r"));
+        plain.arg(waiters_key("p:r"));
+        assert_eq!(joined.get_packed_command(), plain.get_packed_command());
     }
 
     #[test]

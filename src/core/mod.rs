@@ -10,6 +10,7 @@
 //! - [`round`]: what a round that did not win reports, and the check for one server under two names;
 //! - [`release`]: the release verdict (released, expired, or unconfirmed);
 //! - [`expiry`]: when a held lock frees on a majority, from the masters' PTTLs;
+//! - [`handoff`]: a waiting process's place in a key's queue, and how long it sleeps unwoken;
 //! - [`admission`]: the restart grace's length, and a start read from a reported uptime;
 //! - [`master`]: what the client believes about each master (identity, durability over time,
 //!   eviction, replicas, the grace, the fencing state) and the record each master keeps, fed by
@@ -30,6 +31,7 @@ pub mod backoff;
 pub mod capabilities;
 pub mod expiry;
 pub mod fencing;
+pub mod handoff;
 pub mod kinds;
 pub mod master;
 pub mod release;

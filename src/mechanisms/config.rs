@@ -17,7 +17,11 @@ use crate::seam::clock::Clock;
 use crate::seam::tls::ClientIdentity;
 use crate::seam::Master;
 
-pub use crate::base::names::{FENCE_COUNTER_KEY, FENCE_EPOCH_KEY, MASTER_RECORD_KEY, RELEASE_CHANNEL_PREFIX};
+pub use crate::base::names::{
+    FENCE_COUNTER_KEY, FENCE_EPOCH_KEY, MASTER_RECORD_KEY, RELEASE_CHANNEL_PREFIX, WAITERS_SUFFIX,
+    WAKE_CHANNEL_PREFIX,
+};
+pub use crate::core::handoff::QUEUE_LIFE;
 
 /// Default per-node timeout for every command: 50 ms. Short relative to any sensible TTL, long
 /// enough for a loaded master on a LAN. A master slower than this counts as a no for that round.

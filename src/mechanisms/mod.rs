@@ -8,6 +8,7 @@ pub(crate) mod coalesce;
 pub mod config;
 pub(crate) mod fanout;
 pub(crate) mod fencing;
+pub(crate) mod handoff;
 pub(crate) mod health;
 pub(crate) mod lease;
 pub(crate) mod ops;

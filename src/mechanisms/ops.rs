@@ -9,7 +9,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use crate::base::lua::{ScriptCall, EXTEND, RELEASE};
-use crate::base::names::{ChannelArg, RELEASE_CHANNEL_PREFIX};
+use crate::base::names::{ChannelArg, WaitersArg, RELEASE_CHANNEL_PREFIX, WAITERS_SUFFIX};
 use crate::seam::link::Call;
 
 /// How one held lock is extended and released on a master.
@@ -83,13 +83,21 @@ impl PlainLock {
             .arg(ttl_ms)
     }
 
-    fn release_call(&self) -> ScriptCall {
+    /// The release script; `announce` says whether it hands the key on (a failed attempt's
+    /// cleanup does not: nobody waited for a lock that was never held).
+    fn release_call(&self, announce: bool) -> ScriptCall {
         let channel = RELEASE_CHANNEL_PREFIX.len() + self.key.len();
-        RELEASE
-            .call(1, 3, self.key.len() + self.token.len() + channel)
+        let queue = self.key.len() + WAITERS_SUFFIX.len();
+        let call = RELEASE
+            .call(2, 4, self.key.len() + queue + self.token.len() + channel)
             .arg(&*self.key)
-            .arg(&*self.token)
-            .arg(ChannelArg(&self.key))
+            .arg(WaitersArg(&self.key))
+            .arg(&*self.token);
+        if announce {
+            call.arg(ChannelArg(&self.key))
+        } else {
+            call.arg("")
+        }
     }
 }
 
@@ -117,7 +125,7 @@ impl LockOps for PlainLock {
             key: Arc::clone(&self.key),
             token: Arc::clone(&self.token),
             announce: true,
-            script: self.release_call(),
+            script: self.release_call(true),
             native: OnceLock::new(),
         }
     }
@@ -127,7 +135,7 @@ impl LockOps for PlainLock {
             key: Arc::clone(&self.key),
             token: Arc::clone(&self.token),
             announce: false,
-            script: self.release_call(),
+            script: self.release_call(false),
             native: OnceLock::new(),
         }
     }

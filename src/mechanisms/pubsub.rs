@@ -9,6 +9,10 @@
 //! The announcements of one release (one per master) wake one plain waiter once, when a majority of
 //! the masters this process listens to has announced it (so the retry finds the key free on a
 //! majority rather than racing the release on the slower masters); many waiters do not stampede.
+//! Between processes, a plain lock's release is not announced to all: it is handed to the first
+//! process in the key's queue on its own wake channel (`handoff.rs`), one per client, which this hub
+//! hears as it hears the key's channel; a process's place in each key's queue is kept here, with the
+//! channel, and its leave is sent when its last waiter for the key goes.
 //! Kind waiters watch a count of releases instead ([`Waiter::releases`]), and fair waiters are woken
 //! by a message that names their ticket ([`Waiter::named`]). When and how a waiter retries is the
 //! retry policy's business (`retry/policy.rs`).
@@ -26,8 +30,9 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::base::error::NodeErrorKind;
-use crate::base::names::release_channel;
+use crate::base::names::{release_channel, wake_channel};
 use crate::core::quorum;
+use crate::mechanisms::handoff;
 use crate::seam::clock::Clock;
 use crate::seam::link::Masters;
 use crate::seam::{Master, Message, SubscriberControl};
@@ -42,6 +47,8 @@ pub(crate) struct Waits {
 
 struct Hub {
     channels: Mutex<HashMap<String, Arc<Channel>>>,
+    /// This client's own wake channel, on which a release hands a key to this process.
+    wake: String,
     masters: Vec<Listener>,
     /// Source of connection generations: a channel subscribed on generation `g` of a master must
     /// subscribe again once that master reconnected.
@@ -122,6 +129,31 @@ struct Channel {
     /// How many releases a majority has announced: every kind waiter ([`ReleaseWake`]) watches it,
     /// so none of them takes the one wake-up a plain waiter of the same key is owed.
     released: tokio::sync::watch::Sender<u64>,
+    /// Where this process stands in the key's hand-off queue (plain waiters only).
+    queue: Mutex<Queue>,
+}
+
+/// Where this process stands in one key's hand-off queue on the masters.
+#[derive(Debug, Default)]
+struct Queue {
+    /// The score it registers with (when it first registered, ms on its wall clock), kept while it
+    /// waits so that a look after a lost race keeps its place; `None` until the first look, and
+    /// again after one of its waiters was handed the key, so that the next one queues at the back.
+    score: Option<u64>,
+    /// Per master.
+    on: Vec<Queued>,
+}
+
+/// Whether one master queues this process for a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Queued {
+    /// Not registered there.
+    #[default]
+    Out,
+    /// Registered by a look that master answered.
+    In,
+    /// That master handed the key to this process, which left its queue there.
+    HandedOff,
 }
 
 /// A waiter's subscription to one key's release channel; unsubscribes when the last one goes.
@@ -145,10 +177,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Waits {
-    pub(crate) fn new(masters: &Masters, connect_timeout: Duration, clock: Clock) -> Self {
+    /// The listeners of `masters` for the client whose random id is `id` (its wake channel's name).
+    pub(crate) fn new(masters: &Masters, connect_timeout: Duration, clock: Clock, id: &str) -> Self {
         Self {
             hub: Arc::new(Hub {
                 channels: Mutex::new(HashMap::new()),
+                wake: wake_channel(id),
                 masters: masters
                     .iter()
                     .map(|link| Listener {
@@ -167,7 +201,16 @@ impl Waits {
 
     /// Joins the listeners of `key`'s release channel (nothing is sent yet; see [`Waiter::listen`]).
     pub(crate) fn waiter(&self, key: &str) -> Waiter {
-        let name = release_channel(key);
+        self.on_channel(release_channel(key))
+    }
+
+    /// Joins the listeners of this client's own wake channel, on which a release hands a key to
+    /// this process: a plain waiter listens on it while it is queued.
+    pub(crate) fn wake_waiter(&self) -> Waiter {
+        self.on_channel(self.hub.wake.clone())
+    }
+
+    fn on_channel(&self, name: String) -> Waiter {
         let mut channels = self.hub.channels();
         let channel = Arc::clone(channels.entry(name.clone()).or_insert_with(|| {
             Arc::new(Channel {
@@ -177,6 +220,10 @@ impl Waits {
                 subscribed: Mutex::new(vec![Sub::Off; self.hub.masters.len()]),
                 named: Mutex::new(HashMap::new()),
                 released: tokio::sync::watch::Sender::new(0),
+                queue: Mutex::new(Queue {
+                    score: None,
+                    on: vec![Queued::Out; self.hub.masters.len()],
+                }),
             })
         }));
         Waiter {
@@ -209,13 +256,31 @@ impl Hub {
         lock(&self.channels)
     }
 
-    /// Hands one announcement to the waiters of its channel.
-    fn deliver(&self, msg: &Message) {
-        let name = msg.channel.as_str();
+    /// Hands one message from master `index` to the waiters of its channel: an announcement on a
+    /// key's channel, or a hand-off on this client's wake channel, which names the key's channel.
+    fn deliver(&self, index: usize, msg: &Message) {
+        let handed = msg.channel == self.wake;
+        let (name, token) = if handed {
+            match handoff::parse(&msg.payload) {
+                Some((token, name)) => (name, token),
+                // A liveness probe of the queue (`handoff_common.lua`).
+                None => return,
+            }
+        } else {
+            (msg.channel.as_str(), msg.payload.as_str())
+        };
         let Some(channel) = self.channels().get(name).cloned() else {
+            if handed {
+                self.pass_on(index, name, token);
+            }
             return;
         };
-        let token = msg.payload.clone();
+        if handed {
+            if let Some(at) = lock(&channel.queue).on.get_mut(index) {
+                *at = Queued::HandedOff;
+            }
+        }
+        let token = token.to_owned();
         if let Some(named) = lock(&channel.named).get(&token) {
             named.notify_one();
         }
@@ -240,10 +305,30 @@ impl Hub {
                 return;
             }
         }
-        debug!(channel = name, "release announced by a majority");
+        debug!(channel = name, handed, "release announced by a majority");
         channel.released.send_modify(|n| *n = n.wrapping_add(1));
         // One plain waiter per release: the rest wait for the next one (or their fallback).
         channel.wake.notify_one();
+    }
+}
+
+impl Hub {
+    /// Passes a hand-off of `token` on `channel` from master `index`, which this process has no
+    /// waiter for any more, on to the next queued process there.
+    fn pass_on(&self, index: usize, channel: &str, token: &str) {
+        let Some(listener) = self.masters.iter().find(|l| l.index == index) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (master, channel, token) = (Arc::clone(&listener.master), channel.to_owned(), token.to_owned());
+        let timeout = self.connect_timeout;
+        debug!(
+            node = index,
+            channel, "passing on a hand-off nobody here waits for"
+        );
+        runtime.spawn(async move { handoff::pass_on(master, &channel, &token, timeout).await });
     }
 }
 
@@ -363,7 +448,7 @@ async fn connect(
     let reader = tokio::spawn(async move {
         while let Some(msg) = stream.next().await {
             match weak.upgrade() {
-                Some(hub) => hub.deliver(&msg),
+                Some(hub) => hub.deliver(index, &msg),
                 None => return,
             }
         }
@@ -418,6 +503,29 @@ impl Waiter {
         self.channel.released.subscribe()
     }
 
+    /// This process's score in the key's hand-off queue: the one it is registered with, or `now_ms`
+    /// (its wall clock) for a first registration.
+    pub(crate) fn queue_score(&self, now_ms: u64) -> u64 {
+        *lock(&self.channel.queue).score.get_or_insert(now_ms)
+    }
+
+    /// Records that master `index` answered a look: it queues this process.
+    pub(crate) fn queued_on(&self, index: usize) {
+        if let Some(at) = lock(&self.channel.queue).on.get_mut(index) {
+            *at = Queued::In;
+        }
+    }
+
+    /// How many masters the client has.
+    pub(crate) fn masters(&self) -> usize {
+        self.hub.masters.len()
+    }
+
+    /// This client's wake channel: its member in every hand-off queue.
+    pub(crate) fn member(&self) -> &str {
+        &self.hub.wake
+    }
+
     /// Wakes the returned `Notify` on every message of this channel whose payload is `name` (a
     /// fair waiter's ticket id), until this waiter is dropped.
     pub(crate) fn named(&mut self, name: &str) -> Arc<Notify> {
@@ -437,6 +545,19 @@ impl Drop for Waiter {
                 named.remove(&name);
             }
         }
+        // A waiter handed the key leaves: the next look of this process queues it at the back.
+        let leaving = {
+            let mut queue = lock(&self.channel.queue);
+            if queue.on.contains(&Queued::HandedOff) {
+                queue.score = None;
+                for at in &mut queue.on {
+                    if *at == Queued::HandedOff {
+                        *at = Queued::Out;
+                    }
+                }
+            }
+            queue.on.iter().map(|at| *at == Queued::In).collect::<Vec<_>>()
+        };
         let mut channels = self.hub.channels();
         // Ours and the map's are the only references left: the last waiter is leaving.
         let last = Arc::strong_count(&self.channel) == 2
@@ -451,6 +572,19 @@ impl Drop for Waiter {
         let (hub, channel) = (Arc::clone(&self.hub), Arc::clone(&self.channel));
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
+                let leaves = hub
+                    .masters
+                    .iter()
+                    .filter(|master| leaving.get(master.index) == Some(&true))
+                    .map(|master| {
+                        handoff::leave(
+                            Arc::clone(&master.master),
+                            &channel.name,
+                            &hub.wake,
+                            hub.connect_timeout,
+                        )
+                    });
+                crate::mechanisms::fanout::all(leaves).await;
                 for master in &hub.masters {
                     master.unsubscribe(&hub, &channel).await;
                 }
@@ -477,14 +611,22 @@ mod tests {
                 crate::seam::link::Link::new(i, Arc::new(node), Duration::from_millis(50))
             })
             .collect();
-        Waits::new(&Masters::new(links), Duration::from_millis(50), Clock::Tokio)
+        Waits::new(
+            &Masters::new(links),
+            Duration::from_millis(50),
+            Clock::Tokio,
+            "test",
+        )
     }
 
     fn announce(waits: &Waits, key: &str, payload: &str) {
-        waits.hub.deliver(&Message {
-            channel: release_channel(key),
-            payload: payload.to_owned(),
-        });
+        waits.hub.deliver(
+            0,
+            &Message {
+                channel: release_channel(key),
+                payload: payload.to_owned(),
+            },
+        );
     }
 
     /// With no master subscribed, one announcement makes a release (see `Hub::deliver`).
@@ -514,6 +656,45 @@ mod tests {
         for rx in &mut watching {
             assert!(rx.has_changed().expect("channel alive"));
         }
+    }
+
+    /// A release's hand-off arrives on this client's wake channel, naming the key's channel: it
+    /// wakes a plain waiter of that key as an announcement would; a queue's liveness probe (an
+    /// empty message) wakes nobody; a waiter that was handed the key sends the next one to the
+    /// back of the queue.
+    #[tokio::test(start_paused = true)]
+    async fn a_hand_off_wakes_a_plain_waiter_and_a_probe_wakes_none() {
+        let waits = waits();
+        let plain = waits.waiter("k");
+        let _listening = waits.wake_waiter();
+        assert_eq!(plain.queue_score(7), 7);
+        assert_eq!(
+            plain.queue_score(9),
+            7,
+            "the score is kept while the process waits"
+        );
+        let hand = |payload: String| {
+            waits.hub.deliver(
+                0,
+                &Message {
+                    channel: waits.hub.wake.clone(),
+                    payload,
+                },
+            );
+        };
+        hand(String::new());
+        let soon = tokio::time::Instant::now() + Duration::from_secs(1);
+        assert!(!plain.woken_before(soon).await, "a probe wakes nobody");
+        hand(format!("token-1\n{}", release_channel("k")));
+        let soon = tokio::time::Instant::now() + Duration::from_secs(1);
+        assert!(plain.woken_before(soon).await, "the hand-off wakes the waiter");
+        let next = waits.waiter("k");
+        drop(plain);
+        assert_eq!(
+            next.queue_score(11),
+            11,
+            "after a hand-off, the next waiter queues at the back"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -37,11 +37,15 @@ pub enum Mechanism {
     /// The key check of the fenced commit: round 2 raises the counter and counts as a yes whether
     /// or not the master still holds this acquisition's key.
     FenceCommitKey,
+    /// The plain lock's hand-off queue: a waiting process never queues for the key, so every
+    /// release is announced to every waiting process, and each of them retries (the herd). Not a
+    /// safety mechanism: its control is the herd's cost, which the hand-off's bound must catch.
+    HandOffQueue,
 }
 
 /// The mechanisms one client was built without: none, except in a negative control.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Removed(u8);
+pub(crate) struct Removed(u16);
 
 impl Removed {
     /// This set with `mechanism` removed too.
@@ -55,7 +59,7 @@ impl Removed {
         self.0 & Self::bit(mechanism) != 0
     }
 
-    fn bit(mechanism: Mechanism) -> u8 {
+    fn bit(mechanism: Mechanism) -> u16 {
         1 << (mechanism as u8)
     }
 }
@@ -75,6 +79,7 @@ mod tests {
             Mechanism::FencedWriteReaders,
             Mechanism::FenceEpoch,
             Mechanism::FenceCommitKey,
+            Mechanism::HandOffQueue,
         ];
         for m in all {
             assert!(!Removed::default().has(m));

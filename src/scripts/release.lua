@@ -1,5 +1,7 @@
--- Compare-and-delete: remove the lock only while it still holds our token (after token_common.lua).
--- KEYS[1] = lock key, ARGV[1] = our token, ARGV[2] = channel to announce the release on ('' for none).
+-- Compare-and-delete, then the hand-off: the lock goes only while it still holds our token (after
+-- token_common.lua and handoff_common.lua).
+-- KEYS[1] = lock key, KEYS[2] = its queue of waiting processes, ARGV[1] = our token,
+-- ARGV[2] = the key's release channel ('' for no hand-off: a failed attempt's cleanup).
 -- Returns 1 when our lock was deleted, 0 when the key is absent, -1 when another token holds it.
 local refused = not_ours(KEYS[1], ARGV[1])
 if refused then
@@ -7,6 +9,6 @@ if refused then
 end
 redis.call('DEL', KEYS[1])
 if ARGV[2] ~= nil and ARGV[2] ~= '' then
-  redis.call('PUBLISH', ARGV[2], ARGV[1])
+  hand_off(KEYS[2], ARGV[1], ARGV[2])
 end
 return 1

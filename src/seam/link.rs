@@ -22,7 +22,6 @@ use redis::{Cmd, ErrorKind, Pipeline, ServerErrorKind, Value};
 
 use crate::base::error::{classify, NodeErrorKind, NodeFailure};
 use crate::base::lua::{ScriptCall, SCRIPTS};
-use crate::base::names::{ChannelArg, RELEASE_CHANNEL_PREFIX};
 use crate::core::capabilities::Capabilities;
 use crate::seam::{BatchRequest, Master, Request};
 
@@ -156,11 +155,13 @@ impl Link {
                 script,
                 native,
             } => {
-                if !self.capabilities().delifeq {
+                // A release hands the key on, which only the script can: `DELIFEQ` serves the
+                // cleanup of a failed attempt, which nobody waits for.
+                if *announce || !self.capabilities().delifeq {
                     return CallRequest::Script(self.run_script(script));
                 }
                 // Built for the first master that takes it, and shared by the others.
-                let pipe = native.get_or_init(|| Arc::new(compare_delete(key, token, *announce)));
+                let pipe = native.get_or_init(|| Arc::new(compare_delete(key, token)));
                 let request = self.master.send_pipeline(Arc::clone(pipe), self.timeout);
                 CallRequest::Native(self.native(key, Step::Delete(request)))
             }
@@ -192,22 +193,14 @@ impl Link {
     }
 }
 
-/// `DELIFEQ key token`, with the release announced on the key's channel when `announce` says:
-/// a plain lock's native compare-and-delete, each command sized before it is written.
-///
-/// The release and its announcement go in one write: waiters are told after the key is gone. An
-/// announcement after a release that found nothing wakes a waiter for nothing, which is harmless;
-/// a missed one is not.
-pub(crate) fn compare_delete(key: &str, token: &str, announce: bool) -> Pipeline {
-    let mut pipe = Pipeline::with_capacity(2);
+/// `DELIFEQ key token`: a plain lock's native compare-and-delete, sized before it is written. It
+/// serves the cleanup of a failed attempt; a release, which hands the key on to a waiter, is the
+/// script.
+pub(crate) fn compare_delete(key: &str, token: &str) -> Pipeline {
+    let mut pipe = Pipeline::with_capacity(1);
     let mut delete = Cmd::with_capacity(3, 16 + key.len() + token.len());
     delete.arg("DELIFEQ").arg(key).arg(token);
     pipe.add_command(delete);
-    if announce {
-        let mut publish = Cmd::with_capacity(3, 16 + RELEASE_CHANNEL_PREFIX.len() + key.len() + token.len());
-        publish.arg("PUBLISH").arg(ChannelArg(key)).arg(token);
-        pipe.add_command(publish);
-    }
     pipe
 }
 
@@ -339,16 +332,16 @@ pub(crate) enum Call {
     Script(ScriptCall),
     /// One command, built once for every master of a round (the plain lock's `SET NX`).
     Command(Arc<Cmd>),
-    /// A plain lock's compare-and-delete, announced on its release channel: `DELIFEQ` where the
-    /// master has it, else `script`.
+    /// A plain lock's compare-and-delete: a release is `script`, which hands the key on; a failed
+    /// attempt's cleanup is `DELIFEQ` where the master has it.
     CompareDelete {
         /// The lock's key.
         key: Arc<str>,
         /// Our token.
         token: Arc<str>,
-        /// Whether the native release announces itself on the release channel. `DELIFEQ` cannot
-        /// announce only when it deleted, as the script does, so the announcement goes out whatever
-        /// it found; a failed attempt's cleanup sends none.
+        /// Whether this is a release, which hands the key on to the next waiter (only the script
+        /// can: `DELIFEQ` cannot look at the queue), or a failed attempt's cleanup, which does
+        /// not and goes natively where the master can.
         announce: bool,
         /// The same release as a script.
         script: ScriptCall,
@@ -546,34 +539,27 @@ impl Masters {
 mod tests {
     use super::*;
 
-    /// The release as it was written before it was sized up front: one command after another.
-    fn unsized_release(key: &str, token: &str, announce: bool) -> Pipeline {
+    /// The cleanup as it was written before it was sized up front.
+    fn unsized_cleanup(key: &str, token: &str) -> Pipeline {
         let mut pipe = redis::pipe();
         pipe.cmd("DELIFEQ").arg(key).arg(token);
-        if announce {
-            pipe.cmd("PUBLISH")
-                .arg(crate::base::names::release_channel(key))
-                .arg(token);
-        }
         pipe
     }
 
     #[test]
-    fn the_native_release_is_the_same_on_the_wire_however_it_is_built() {
+    fn the_native_cleanup_is_the_same_on_the_wire_however_it_is_built() {
         for key in ["", "k", "orders:42", "a key with spaces", "clé-ü"] {
-            for announce in [true, false] {
-                let token = "0123456789abcdef0123456789abcdef";
-                assert_eq!(
-                    compare_delete(key, token, announce).get_packed_pipeline(),
-                    unsized_release(key, token, announce).get_packed_pipeline(),
-                    "{key:?}, announce {announce}"
-                );
-            }
+            let token = "0123456789abcdef0123456789abcdef";
+            assert_eq!(
+                compare_delete(key, token).get_packed_pipeline(),
+                unsized_cleanup(key, token).get_packed_pipeline(),
+                "{key:?}"
+            );
         }
-        // It can fail: another token is another release.
+        // It can fail: another token is another cleanup.
         assert_ne!(
-            compare_delete("k", "t1", true).get_packed_pipeline(),
-            unsized_release("k", "t2", true).get_packed_pipeline()
+            compare_delete("k", "t1").get_packed_pipeline(),
+            unsized_cleanup("k", "t2").get_packed_pipeline()
         );
     }
 }

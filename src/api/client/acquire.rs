@@ -26,6 +26,7 @@ use crate::core::{RetryPlan, Timing};
 use crate::mechanisms::background::Background;
 use crate::mechanisms::coalesce::Turn;
 use crate::mechanisms::ops::LockOps;
+use crate::mechanisms::removal::Mechanism;
 use crate::mechanisms::retry::policy::{
     deadline, Jittered, NamedWake, ReleaseOrExpiry, ReleaseWake, WaitSettings, Woken,
 };
@@ -131,19 +132,19 @@ impl Inner {
             plan,
             backoff: config.backoff,
             wake_on_release: config.wake_on_release,
+            queue: !config.removed.has(Mechanism::HandOffQueue),
             node_timeout: config.node_timeout,
             clock: clock.clone(),
         };
         let wake = match kind.wait() {
-            Wait::ReleasedOrExpired(key) => {
+            Wait::ReleasedOrExpired { key, also } => {
                 let mut policy = ReleaseOrExpiry::new(
                     settings,
                     self.entropy.clone(),
                     started,
                     &self.waits,
                     &self.masters,
-                    resource,
-                    &key,
+                    (resource, &key, &also),
                 );
                 let won = retry(resource, clock, started, &mut policy, attempt).await;
                 return with_turn(won, turn);

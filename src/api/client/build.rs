@@ -90,16 +90,22 @@ impl QuorlockBuilder {
         check_at_build(&health, &masters, &names).await;
         refresh_in_background(&health, &masters, &names);
         same_server(&masters, &health)?;
+        let entropy = match &self.environment {
+            Some(environment) => Entropy::Custom(Arc::clone(environment)),
+            None => Entropy::Os,
+        };
         let inner = Inner {
-            waits: Waits::new(&masters, config.connect_timeout, config.clock.clone()),
+            waits: Waits::new(
+                &masters,
+                config.connect_timeout,
+                config.clock.clone(),
+                &entropy.id(),
+            ),
             watchdog: Watchdog::new(&masters, &health, &names, Arc::clone(&config)),
             names,
             queue: LocalQueue::default(),
             background: Background::new(),
-            entropy: match &self.environment {
-                Some(environment) => Entropy::Custom(Arc::clone(environment)),
-                None => Entropy::Os,
-            },
+            entropy,
             masters,
             health,
             config,

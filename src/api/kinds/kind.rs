@@ -92,9 +92,15 @@ pub(crate) struct Won<H> {
 /// How a kind waits between attempts.
 #[derive(Debug)]
 pub(crate) enum Wait {
-    /// Until the holder's release of `key` is announced, or the key expires on a majority, or a
-    /// jittered delay when masters fail rather than refuse (the plain lock's wait).
-    ReleasedOrExpired(Arc<str>),
+    /// Queued for `key` (`mechanisms/handoff.rs`): until a release hands it over, an announced
+    /// release of any of the `also` keys, or the keys' expiry on a majority, or a jittered delay
+    /// when masters fail rather than refuse (the plain lock's wait, and the write hold's).
+    ReleasedOrExpired {
+        /// The key the waiter queues for, whose release hands it on.
+        key: Arc<str>,
+        /// Keys whose announced releases wake it too, and whose expiry it waits for as well.
+        also: Vec<String>,
+    },
     /// A jittered delay, cut short by an announced release of any of these keys.
     Released(Vec<String>),
     /// A jittered delay of at most `cap`, cut short by a release on `key` that names `name` (the

@@ -51,7 +51,10 @@ impl Kind for Plain {
     }
 
     fn wait(&self) -> Wait {
-        Wait::ReleasedOrExpired(Arc::clone(&self.key))
+        Wait::ReleasedOrExpired {
+            key: Arc::clone(&self.key),
+            also: Vec::new(),
+        }
     }
 
     fn local_turn(&self) -> Option<&Arc<str>> {

@@ -263,8 +263,13 @@ impl Kind for Writing {
         &self.resource
     }
 
+    /// Queued for the writer key, as a plain waiter is (its release hands the key to the first
+    /// queued process), and woken by the last reader's release too.
     fn wait(&self) -> Wait {
-        Wait::Released(vec![self.keys.writer.to_string(), self.keys.readers.to_string()])
+        Wait::ReleasedOrExpired {
+            key: Arc::clone(&self.keys.writer),
+            also: vec![self.keys.readers.to_string()],
+        }
     }
 
     fn hold(&self, ctx: &Ctx<'_>) -> Result<Held<WriteHold>, AcquireError> {

@@ -4,25 +4,27 @@
 //!   a [`Sleep`]: [`Delay`] never is; [`ReleaseWake`] is by an announced release of the lock's keys
 //!   (the reentrant, multi-resource, semaphore and read-write kinds); [`NamedWake`] is by a
 //!   message naming the waiter (the fair lock's ticket).
-//! - [`ReleaseOrExpiry`]: the plain acquire's wait. While another holder has the lock it waits
-//!   until the holder's release is announced, or until the key expires on a majority (read from
-//!   the masters' PTTLs: a holder that crashed never announces), whichever comes first, within the
-//!   wait deadline; when masters fail rather than refuse, or announcements are off, it backs off.
+//! - [`ReleaseOrExpiry`]: the plain acquire's wait. While another holder has the lock its process
+//!   queues for the key on the masters (`handoff.rs`) and waits until a release hands the key to
+//!   it, or until the key expires on a majority (read from the masters' PTTLs: a holder that
+//!   crashed never announces), whichever comes first, within the wait deadline; a process further
+//!   back in the queue only looks again on its timer (`core::handoff`). When masters fail rather
+//!   than refuse, or announcements are off, it backs off.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use redis::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::debug;
 
 use super::{Next, Policy};
 use crate::base::error::AcquireError;
-use crate::core::backoff::fallback_wait;
 use crate::core::expiry::{self, Pttl};
-use crate::core::{self, RetryPlan};
+use crate::core::handoff::{self as queue, Then, QUEUE_LIFE};
+use crate::core::{self, quorum, RetryPlan};
+use crate::mechanisms::handoff;
 use crate::mechanisms::pubsub::{Waiter, Waits};
 use crate::seam::clock::{later, Clock};
 use crate::seam::link::Masters;
@@ -271,13 +273,26 @@ impl NamedWake {
     }
 
     /// Sleeps for `delay`, or less if our turn is announced meanwhile (or was, since the last pause).
+    ///
+    /// While a majority of the masters carry its subscription, the turn's message is what wakes it,
+    /// and the timer only keeps its ticket alive: it sleeps the whole cap, so that many queued
+    /// waiters do not retry at every retry delay, each of them sending its attempt to every master
+    /// (the herd). Otherwise it sleeps the retry delay, within the cap.
     fn pause(&self, delay: Duration) -> impl Future<Output = ()> + 'static {
         let (turn, waiter, timeout) = (Arc::clone(&self.turn), Arc::clone(&self.waiter), self.timeout);
-        let clock = self.clock.clone();
+        let (clock, cap) = (self.clock.clone(), self.cap);
         async move {
-            let until = clock.deadline(delay);
-            // Re-subscribes on masters that reconnected (a no-op otherwise), within this pause.
-            let _ = clock.timeout_at(until, waiter.listen(timeout)).await;
+            // Re-subscribes on masters that reconnected (a no-op otherwise), within the delay.
+            let listening = clock
+                .timeout(delay.min(cap), waiter.listen(timeout))
+                .await
+                .unwrap_or(0);
+            let sleep = if listening >= quorum(waiter.masters()) {
+                cap
+            } else {
+                delay.min(cap)
+            };
+            let until = clock.deadline(sleep);
             tokio::select! {
                 // In a fixed order: one seed, one history (the simulation runs this on a paused clock).
                 biased;
@@ -290,7 +305,7 @@ impl NamedWake {
 
 impl Sleep for NamedWake {
     fn sleep(&self, delay: Duration, _contended: bool) -> impl Future<Output = ()> + Send {
-        self.pause(delay.min(self.cap))
+        self.pause(delay)
     }
 }
 
@@ -333,11 +348,17 @@ pub(crate) struct ReleaseOrExpiry<'a> {
     masters: &'a Masters,
     resource: &'a str,
     key: &'a str,
+    /// Keys whose announced releases wake the waiter too, and whose expiry it waits for.
+    also: &'a [String],
     node_timeout: Duration,
     /// The spread of the wake-up after an expiry, so processes do not all retry at one instant.
     spread: Duration,
-    waiter: Option<Waiter>,
+    /// Listening on the key's release channel and on this client's wake channel, once contended,
+    /// and on the `also` keys' channels.
+    waiter: Option<(Waiter, Waiter, Vec<Waiter>)>,
     polling: bool,
+    /// Whether this process queues for the key ([`WaitSettings::queue`]).
+    queue: bool,
 }
 
 /// What an acquire's waits need of its client.
@@ -349,6 +370,8 @@ pub(crate) struct WaitSettings {
     pub(crate) backoff: core::Backoff,
     /// Whether to listen for release announcements at all.
     pub(crate) wake_on_release: bool,
+    /// Whether a plain waiter's process queues for the key (always, but in the herd's control).
+    pub(crate) queue: bool,
     /// The bound on each master's reply.
     pub(crate) node_timeout: Duration,
     /// The clock the wait is measured on.
@@ -356,15 +379,15 @@ pub(crate) struct WaitSettings {
 }
 
 impl<'a> ReleaseOrExpiry<'a> {
-    /// The wait for `key` (of `resource`) that started at `started`.
+    /// The wait for `key` of `resource` (woken by releases of the `also` keys too) that started
+    /// at `started`.
     pub(crate) fn new(
         settings: WaitSettings,
         entropy: Entropy,
         started: Instant,
         waits: &'a Waits,
         masters: &'a Masters,
-        resource: &'a str,
-        key: &'a str,
+        (resource, key, also): (&'a str, &'a str, &'a [String]),
     ) -> Self {
         Self {
             backoff: Jittered::new(&settings, entropy, started, Delay(settings.clock.clone())),
@@ -375,10 +398,12 @@ impl<'a> ReleaseOrExpiry<'a> {
             masters,
             resource,
             key,
+            also,
             node_timeout: settings.node_timeout,
             spread: settings.backoff.max().saturating_sub(settings.backoff.min()) / 2,
             waiter: None,
             polling: !settings.wake_on_release,
+            queue: settings.queue,
         }
     }
 }
@@ -397,24 +422,98 @@ impl Policy for ReleaseOrExpiry<'_> {
             // Nobody will announce anything (masters failing), or announcements are off.
             return self.backoff.pause(attempts, err).await;
         }
-        let clock = &self.backoff.clock;
+        let clock = self.backoff.clock.clone();
         let elapsed = clock.now().saturating_duration_since(self.started);
         if !self.plan.may_try_again(attempts, elapsed) {
             return Next::GiveUp;
         }
-        let Some(listener) = &self.waiter else {
-            let fresh = self.waits.waiter(self.key);
-            if fresh.listen(self.node_timeout).await == 0 {
+        let timeout = self.node_timeout;
+        if self.waiter.is_none() {
+            let (key, wake) = (self.waits.waiter(self.key), self.waits.wake_waiter());
+            let also: Vec<Waiter> = self.also.iter().map(|k| self.waits.waiter(k)).collect();
+            let (on_key, _, _) = futures::join!(
+                key.listen(timeout),
+                wake.listen(timeout),
+                crate::mechanisms::fanout::all(also.iter().map(|w| w.listen(timeout)))
+            );
+            if on_key == 0 {
                 self.waits.warn_polling(self.resource);
                 self.polling = true;
                 return Next::Again;
             }
-            self.waiter = Some(fresh);
-            // Subscribed now: try again at once, in case the release came in between.
+            self.waiter = Some((key, wake, also));
+        }
+        let Some((listener, wake, also)) = &self.waiter else {
             return Next::Again;
         };
-        // Re-subscribes on masters that reconnected; a no-op otherwise.
-        listener.listen(self.node_timeout).await;
+        loop {
+            // Re-subscribes on masters that reconnected; a no-op otherwise.
+            futures::join!(
+                listener.listen(timeout),
+                wake.listen(timeout),
+                crate::mechanisms::fanout::all(also.iter().map(|w| w.listen(timeout)))
+            );
+            let mut released: Vec<_> = also.iter().map(Waiter::releases).collect();
+            for rx in &mut released {
+                rx.borrow_and_update();
+            }
+            let pause = self.look(listener).await;
+            let wake_at = clock.deadline(pause.sleep).min(self.deadline);
+            let woken = if released.is_empty() {
+                listener.woken_before(wake_at).await
+            } else {
+                // A release of an `also` key (the last reader's) wakes it as well.
+                let others =
+                    futures::future::select_all(released.iter_mut().map(|rx| Box::pin(rx.changed())));
+                tokio::select! {
+                    biased;
+                    woken = listener.woken_before(wake_at) => woken,
+                    _ = others => true,
+                }
+            };
+            let elapsed = clock.now().saturating_duration_since(self.started);
+            if woken || pause.then == Then::Attempt || clock.now() >= self.deadline {
+                if !woken && !self.plan.may_try_again(attempts, elapsed) {
+                    return Next::GiveUp;
+                }
+                debug!(attempt = attempts, woken, "retrying after a wait");
+                return Next::Again;
+            }
+            // Further back in the queue: the process ahead is owed the next hand-off; look again.
+        }
+    }
+}
+
+impl ReleaseOrExpiry<'_> {
+    /// Queues this process for the key (or keeps its place) and reads the key: how long to sleep
+    /// unless a release hands the key over, and what to do then.
+    async fn look(&self, listener: &Waiter) -> queue::Pause {
+        let looks = if self.queue {
+            let score = listener.queue_score(self.backoff.entropy.wall_ms());
+            handoff::look(
+                self.masters,
+                (self.key, self.also),
+                listener.member(),
+                score,
+                QUEUE_LIFE,
+            )
+            .await
+        } else {
+            // The herd's control: the key's PTTL alone, and no place in any queue.
+            pttls(self.masters, self.key).await
+        };
+        for (link, look) in self.masters.iter().zip(&looks) {
+            if look.is_some() && self.queue {
+                listener.queued_on(link.index());
+            }
+        }
+        let n = self.masters.len();
+        let free = expiry::free_in(looks.iter().map(|l| l.map_or(Pttl::Unknown, |(pttl, _)| pttl)), n);
+        let place = if self.queue {
+            queue::place(looks.iter().map(|l| l.map(|(_, ahead)| ahead)), n)
+        } else {
+            None
+        };
         // A little past the expiry, spread so processes do not all retry at the same instant.
         let spread_us = u64::try_from(self.spread.as_micros()).unwrap_or(0);
         let jitter = Duration::from_micros(
@@ -422,32 +521,26 @@ impl Policy for ReleaseOrExpiry<'_> {
                 .entropy
                 .between(1_000, 1_000u64.saturating_add(spread_us)),
         );
-        let free = free_in(self.masters, self.key).await;
-        let fallback = fallback_wait(free, MAX_FALLBACK_WAIT, jitter);
-        let wake_at = clock.deadline(fallback).min(self.deadline);
-        let woken = listener.woken_before(wake_at).await;
-        let elapsed = clock.now().saturating_duration_since(self.started);
-        if !woken && !self.plan.may_try_again(attempts, elapsed) {
-            return Next::GiveUp;
-        }
-        debug!(attempt = attempts, woken, "retrying after a wait");
-        Next::Again
+        let pause = queue::pause(free, place, MAX_FALLBACK_WAIT, jitter);
+        debug!(?place, sleep_ms = pause.sleep.as_millis() as u64, then = ?pause.then, "queued for the key");
+        pause
     }
 }
 
-/// How long until a majority of masters no longer hold `key`, from their PTTLs; `None` when too
-/// few masters gave a usable answer.
-async fn free_in(masters: &Masters, key: &str) -> Option<Duration> {
+/// The masters' PTTLs of `key`, as looks without a place (the herd's control does not queue).
+async fn pttls(masters: &Masters, key: &str) -> Vec<handoff::Look> {
     let mut cmd = redis::cmd("PTTL");
     cmd.arg(key);
     let cmd = Arc::new(cmd);
     let replies =
         crate::mechanisms::fanout::all(masters.iter().map(|link| link.query(Arc::clone(&cmd)))).await;
-    let answers = replies.into_iter().map(|reply| match reply {
-        Ok(Value::Int(ms)) => Pttl::from_reply(ms),
-        _ => Pttl::Unknown,
-    });
-    expiry::free_in(answers, masters.len())
+    replies
+        .into_iter()
+        .map(|reply| match reply {
+            Ok(redis::Value::Int(ms)) => Some((Pttl::from_reply(ms), 0)),
+            _ => None,
+        })
+        .collect()
 }
 
 impl<S: Sleep + Sync> Sleep for &S {
