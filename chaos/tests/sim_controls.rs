@@ -11,8 +11,9 @@ use quorlock_chaos::sim::run::{
     run_seed, run_with_mechanism, SeedConfig, SeedOutcome, PAUSED_INSIDE_LOCK_DELAY, PAUSED_PAST_LOCK_DELAY,
 };
 
-/// Seeds tried per control before the test gives up (each finds violations in its first seeds).
-const SEEDS: u64 = 10;
+/// Seeds tried per control before the test gives up (each finds violations in its first seeds: the
+/// eviction control, the latest, at seed 10 since the hand-off queue).
+const SEEDS: u64 = 20;
 
 /// The first seed, from 0, at which the control's own check fires. The seeds are fixed and the
 /// simulation replays a seed exactly, so this is the same seed on every run: the test cannot
@@ -102,13 +103,14 @@ fn vm_rollbacks_with_the_same_run_id_are_caught() {
 /// Seed 5002 found it in model, as the plan then had it: a plain holder with exactly a majority,
 /// one master of it replaced behind a proxy that kept every connection, and a writer on the same
 /// name granted by the new server before any client's check saw the swap. Out of model since (see
-/// `Control::KeptConnections`); the seed replays the history it was found with, and the situation
-/// must still occur in it.
+/// `Control::KeptConnections`). The hand-off queue changed every history, and 5002 no longer
+/// meets the situation; seed 211 does (7 of seeds 200..2199 are caught), and is replayed: its
+/// history hash pins it, and the situation must still occur in it.
 #[test]
-fn a_server_swapped_behind_kept_connections_is_caught_at_seed_5002() {
+fn a_server_swapped_behind_kept_connections_is_caught_at_seed_211() {
     let control = Control::KeptConnections;
     let outcome = run_seed(SeedConfig {
-        seed: 5002,
+        seed: 211,
         simulated: Duration::from_secs(30),
         control: Some(control),
         classic: false,
@@ -122,12 +124,12 @@ fn a_server_swapped_behind_kept_connections_is_caught_at_seed_5002() {
         "{:?}",
         outcome.faults_by_kind
     );
-    assert_eq!(outcome.history_hash, "c98ec44f9014663734a88f63ed851e755cd81b93");
+    assert_eq!(outcome.history_hash, "40c9f925b86a327305cff003cb0def6f0d50c6a5");
     // In model, the same seed keeps the connections of no swap, and passes.
     let in_model = run_seed(SeedConfig {
         control: None,
         ..SeedConfig {
-            seed: 5002,
+            seed: 211,
             simulated: Duration::from_secs(30),
             control: None,
             classic: false,
@@ -192,6 +194,10 @@ fn lost_increments_without_the_epoch_check_are_caught() {
     caught(Control::WithoutEpochCheck);
 }
 
+/// Its check fires within the seeds; but the same check fires on some seeds with the key check in
+/// place (see `each_removed_mechanism_in_place_passes_the_same_runs`): its suspended clients'
+/// token order is out of model whatever the library does, so this catch alone does not prove the
+/// key check. A judge of what each commit found on the masters would.
 #[test]
 fn commits_without_the_key_check_in_suspended_clients_are_caught() {
     caught(Control::WithoutCommitKeyCheck);
@@ -218,9 +224,17 @@ fn each_removed_mechanism_in_place_passes_the_same_runs() {
     for control in Control::ALL.into_iter().filter(|c| c.with_operations()) {
         for seed in 0..6 {
             let outcome = run_with_mechanism(control, seed, Duration::from_secs(20)).expect("a run");
-            // A suspended client's hold outlives its lock whatever the library does: its twin
-            // keeps every other check.
-            let kept = |c: &Check| !(control.breaks_exclusion_anyway() && *c == Check::Exclusion);
+            // A suspended client's hold outlives its lock whatever the library does, and a
+            // suspended client's acquire can return, with the token of its early first round,
+            // after a later holder's lock ended: its twin cannot keep mutual exclusion nor the
+            // token order (the suspended writer's write is still refused as stale). It keeps every
+            // other check. So this twin does not show that the control's own catch (the token
+            // order) comes from the removed check: with the check in place the same finding
+            // appears on some seeds (2, 13, 15, 25 of 0..30; 12, 14, 24, 25 before the hand-off
+            // queue changed the histories), which is why that control is not counted as proven.
+            let kept = |c: &Check| {
+                !(control.breaks_exclusion_anyway() && matches!(c, Check::Exclusion | Check::Fencing))
+            };
             let fired: Vec<Check> = SAFETY
                 .into_iter()
                 .filter(kept)

@@ -169,8 +169,9 @@ impl Control {
         }
     }
 
-    /// Whether its runs are out of model even with the mechanism in place (their twin keeps every
-    /// safety check but mutual exclusion).
+    /// Whether its runs are out of model even with the mechanism in place: their suspended clients
+    /// break mutual exclusion and the token order whatever the library does (their twin keeps
+    /// every other safety check).
     pub fn breaks_exclusion_anyway(self) -> bool {
         self == Control::WithoutCommitKeyCheck
     }

@@ -48,6 +48,9 @@ pub struct HerdConfig {
     /// Each client's `max_attempts`; `None` for the library's default (100), under which a waiter
     /// woken by every release of a long herd runs out of attempts long before its wait.
     pub max_attempts: Option<u32>,
+    /// The control: every process built without the hand-off queue
+    /// (`Mechanism::HandOffQueue`), so every release is announced to every waiting process.
+    pub without_queue: bool,
 }
 
 /// What one herd cost.
@@ -136,6 +139,9 @@ async fn herd(config: HerdConfig) -> Result<HerdOutcome, SimError> {
         }
         if let Some(attempts) = config.max_attempts {
             builder = builder.max_attempts(attempts);
+        }
+        if config.without_queue {
+            builder = builder.unsafe_without_for_tests(quorlock::config::Mechanism::HandOffQueue);
         }
         // Every process is up before any of them asks: what is measured is the herd, not the
         // clients' start-up checks.

@@ -10,7 +10,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -62,6 +62,8 @@ pub struct Node {
     extra_ms: u64,
     /// Subscribed channels per (client, sub connection).
     subs: BTreeMap<(usize, u64), (fmpsc::UnboundedSender<Message>, Vec<String>)>,
+    /// How many connections subscribe each channel, kept with `subs`: what `PUBLISH` answers.
+    listeners: Rc<RefCell<HashMap<String, i64>>>,
     /// While it is down: what its restart brings back.
     revives: Option<Survival>,
     /// Its persistence was lowered at runtime in its current incarnation (`CONFIG SET`).
@@ -77,19 +79,43 @@ pub struct Node {
 impl Node {
     /// A node for `master`.
     pub fn new(master: SimMaster, clock: MasterClock) -> Node {
-        Node {
+        let mut node = Node {
             master,
             clock,
             down: false,
             blackholed: false,
             extra_ms: 0,
             subs: BTreeMap::new(),
+            listeners: Rc::default(),
             revives: None,
             lowered: false,
             busy: None,
             filled: 0,
             evicted_before: 0,
+        };
+        node.count_listeners();
+        node
+    }
+
+    /// Makes the master's `PUBLISH` answer how many connections subscribe the channel, as a
+    /// server does (the release's hand-off skips a process that no longer listens).
+    fn count_listeners(&mut self) {
+        let listeners = Rc::clone(&self.listeners);
+        self.master.set_subscriber_count(Box::new(move |channel| {
+            let channel = String::from_utf8_lossy(channel);
+            listeners.borrow().get(channel.as_ref()).copied().unwrap_or(0)
+        }));
+    }
+
+    /// Counts the subscriptions again, after they changed.
+    fn recount(&mut self) {
+        let mut counts: HashMap<String, i64> = HashMap::new();
+        for (_, channels) in self.subs.values() {
+            for channel in channels {
+                *counts.entry(channel.clone()).or_default() += 1;
+            }
         }
+        *self.listeners.borrow_mut() = counts;
     }
 }
 
@@ -496,6 +522,7 @@ impl World {
                             channels.push(channel);
                         }
                     }
+                    node.recount();
                 }
                 Delivery::Done(reply, Ok(()))
             }
@@ -557,6 +584,7 @@ impl World {
         link.broken = matches!(key.2, Conn::Shared | Conn::Batch);
         if let (Endpoint::Master(m), Conn::Sub(id)) = (key.1, key.2) {
             self.nodes[m].subs.remove(&(key.0, id));
+            self.nodes[m].recount();
         }
         // Waiting requests on it get their failure now (dropped senders read as a lost connection).
         self.limbo.retain(|(k, _)| *k != key);

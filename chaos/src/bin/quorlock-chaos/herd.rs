@@ -20,6 +20,21 @@ pub struct HerdArgs {
     /// herd give up before their wait ends).
     #[arg(long)]
     max_attempts: Option<u32>,
+    /// The control: clients without the hand-off queue, so every release wakes every waiting
+    /// process (the herd as it was before the queue).
+    #[arg(long)]
+    without_queue: bool,
+    /// Real processes instead of the simulation: this `quorlock` CLI binary, run W times at once
+    /// against five fresh local masters (plain locks only).
+    #[arg(long, value_name = "CLI")]
+    pub real: Option<std::path::PathBuf>,
+}
+
+impl HerdArgs {
+    /// The numbers of waiting processes asked for.
+    pub fn waiters(&self) -> &[usize] {
+        &self.waiters
+    }
 }
 
 /// Prints the table; exit 0, or 1 when two holds overlapped or a waiter was never served.
@@ -34,6 +49,7 @@ pub fn run(args: HerdArgs) -> ExitCode {
                 fair,
                 seed: args.seed,
                 max_attempts: args.max_attempts,
+                without_queue: args.without_queue,
             };
             match run_herd(config) {
                 Ok(out) => {

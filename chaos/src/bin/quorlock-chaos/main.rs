@@ -9,12 +9,14 @@
 //!   harness, and the harness depends on the lock library: the other way round would be a cycle.
 //! - `simulate` runs the real client against simulated masters, networks and clocks, seed after
 //!   seed on a paused clock; any failure replays from its seed.
-//! - `herd` measures the hand-off on one hot key in that simulation, for W waiting processes.
+//! - `herd` measures the hand-off on one hot key in that simulation, for W waiting processes (or,
+//!   with `--real`, between real `quorlock run` processes on local masters).
 
 mod client;
 mod demo;
 mod duration;
 mod herd;
+mod herd_real;
 mod probe;
 mod progress;
 mod report;
@@ -111,6 +113,11 @@ async fn main() -> ExitCode {
         Command::Simulate(args) => tokio::task::spawn_blocking(move || simulate::run(args))
             .await
             .unwrap_or_else(|_| ExitCode::from(HARNESS_FAILED)),
+        // Real processes need the masters on this runtime's long-lived threads.
+        Command::Herd(args) if args.real.is_some() => match &args.real {
+            Some(cli) => herd_real::run(args.waiters(), cli).await,
+            None => ExitCode::from(HARNESS_FAILED),
+        },
         Command::Herd(args) => tokio::task::spawn_blocking(move || herd::run(args))
             .await
             .unwrap_or_else(|_| ExitCode::from(HARNESS_FAILED)),

@@ -191,6 +191,7 @@ impl World {
         self.fences.going(m, &node.master, clock);
         node.evicted_before += node.master.evicted_keys();
         node.master = server;
+        node.count_listeners();
         node.down = false;
         node.revives = None;
         node.lowered = false;
