@@ -12,6 +12,7 @@ use redis::Value;
 
 const RELEASE: &str = concat!(
     include_str!("../../src/scripts/token_common.lua"),
+    include_str!("../../src/scripts/handoff_common.lua"),
     include_str!("../../src/scripts/release.lua")
 );
 
@@ -43,7 +44,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             token.clear();
             write!(token, "tok-{i:016x}")?;
             let set = master.execute(now, &[b"SET", key, &token, b"NX", b"PX", b"30000"]);
-            let release = master.execute(now, &[b"EVALSHA", sha.as_bytes(), b"1", key, &token, channel]);
+            let queue = [key, b":quorlock:waiters"].concat();
+            let release = master.execute(
+                now,
+                &[b"EVALSHA", sha.as_bytes(), b"2", key, &queue, &token, channel],
+            );
             if set.value != Value::Okay || release.value != Value::Int(1) {
                 return Err(format!("cycle {i}: SET {:?}, release {:?}", set.value, release.value).into());
             }

@@ -15,6 +15,7 @@ const T0: u64 = 1_700_000_000_000;
 
 const RELEASE: &str = concat!(
     include_str!("../../src/scripts/token_common.lua"),
+    include_str!("../../src/scripts/handoff_common.lua"),
     include_str!("../../src/scripts/release.lua")
 );
 
@@ -252,7 +253,15 @@ fn time_comes_from_the_masters_clock() {
 fn published_messages_come_back_with_the_reply() {
     let mut m = master(Flavor::Redis70, Persistence::None);
     run(&mut m, T0, &["SET", "lock", "tok"]);
-    let args: Vec<&[u8]> = vec![b"EVAL", RELEASE.as_bytes(), b"1", b"lock", b"tok", b"chan"];
+    let args: Vec<&[u8]> = vec![
+        b"EVAL",
+        RELEASE.as_bytes(),
+        b"2",
+        b"lock",
+        b"lock:q",
+        b"tok",
+        b"chan",
+    ];
     let reply = m.execute(T0, &args);
     assert_eq!(reply.value, Value::Int(1));
     assert_eq!(reply.published, vec![(b"chan".to_vec(), b"tok".to_vec())]);
@@ -309,7 +318,15 @@ fn trace(seed: u64) -> (Vec<Reply>, String) {
         ));
         out.push(m.execute(
             now,
-            &[b"EVAL", RELEASE.as_bytes(), b"1", b"lock", token.as_bytes(), b"c"],
+            &[
+                b"EVAL",
+                RELEASE.as_bytes(),
+                b"2",
+                b"lock",
+                b"lock:q",
+                token.as_bytes(),
+                b"c",
+            ],
         ));
         if i % 50 == 49 {
             m.restart(i % 100 == 99, now).expect("restart");

@@ -9,7 +9,16 @@ use super::differential::{Cmp, Pair, RUN_ID};
 
 const RELEASE: &str = concat!(
     include_str!("../../../src/scripts/token_common.lua"),
+    include_str!("../../../src/scripts/handoff_common.lua"),
     include_str!("../../../src/scripts/release.lua")
+);
+const WAIT_REGISTER: &str = concat!(
+    include_str!("../../../src/scripts/handoff_common.lua"),
+    include_str!("../../../src/scripts/wait_register.lua")
+);
+const WAIT_PASS_ON: &str = concat!(
+    include_str!("../../../src/scripts/handoff_common.lua"),
+    include_str!("../../../src/scripts/wait_pass_on.lua")
 );
 const EXTEND: &str = concat!(
     include_str!("../../../src/scripts/token_common.lua"),
@@ -71,6 +80,8 @@ const RW_INSPECT: &str = include_str!("../../../src/scripts/rw_inspect.lua");
 /// Every script, with a name for messages.
 pub(crate) const ALL: &[(&str, &str)] = &[
     ("release", RELEASE),
+    ("wait_register", WAIT_REGISTER),
+    ("wait_pass_on", WAIT_PASS_ON),
     ("extend", EXTEND),
     ("inspect", INSPECT),
     ("fence_acquire", FENCE_ACQUIRE),
@@ -166,21 +177,46 @@ pub(crate) fn plain_and_fencing(pair: &mut Pair) {
     }
     let mut s = Scripts { pair, calls: 0 };
     let lock = &["lock"][..];
+    let queued = &["lock", "lock:quorlock:waiters"][..];
 
     // release: absent, ours, another's, wrong type, expired, no channel argument.
-    s.call(RELEASE, lock, &["tok", "chan"], int(0), lock);
+    s.call(RELEASE, queued, &["tok", "chan"], int(0), queued);
     s.setup(&[&["SET", "lock", "tok", "PX", "60000"]]);
-    s.call(RELEASE, lock, &["other", "chan"], int(-1), lock);
-    s.call(RELEASE, lock, &["tok", "chan"], int(1), lock);
+    s.call(RELEASE, queued, &["other", "chan"], int(-1), queued);
+    s.call(RELEASE, queued, &["tok", "chan"], int(1), queued);
     s.setup(&[&["SET", "lock", "tok", "PX", "60000"]]);
-    s.call(RELEASE, lock, &["tok"], int(1), lock);
+    s.call(RELEASE, queued, &["tok"], int(1), queued);
     s.setup(&[&["SET", "lock", "tok", "PX", "60000"]]);
-    s.call(RELEASE, lock, &["tok", ""], int(1), lock);
+    s.call(RELEASE, queued, &["tok", ""], int(1), queued);
     s.setup(&[&["HSETNX", "lock", "f", "v"]]);
-    s.call(RELEASE, lock, &["tok", "chan"], an_error(), lock);
+    s.call(RELEASE, queued, &["tok", "chan"], an_error(), queued);
     s.setup(&[&["DEL", "lock"], &["SET", "lock", "tok", "PX", "1"]]);
     s.pair.let_short_ttls_pass();
-    s.call(RELEASE, lock, &["tok", "chan"], int(0), lock);
+    s.call(RELEASE, queued, &["tok", "chan"], int(0), queued);
+    // The hand-off: queued processes nobody listens to are dropped from the head, then the release
+    // is announced on the key's channel; a look registers, keeps the queue, drops a dead head ahead
+    // and says how many are ahead; a pass-on does nothing while the key is held.
+    let (a, b) = ("quorlock:wake:a", "quorlock:wake:b");
+    s.setup(&[
+        &["SET", "lock", "tok", "PX", "60000"],
+        &["ZADD", "lock:quorlock:waiters", "10", a, "20", b],
+    ]);
+    s.call(RELEASE, queued, &["tok", "chan"], int(1), queued);
+    s.call(WAIT_REGISTER, queued, &[b, "20", "120000"], Value::Nil, queued);
+    s.setup(&[&["ZADD", "lock:quorlock:waiters", "5", a]]);
+    s.call(WAIT_REGISTER, queued, &[b, "20", "120000"], Value::Nil, queued);
+    s.setup(&[&["SET", "lock", "tok", "PX", "60000"]]);
+    s.call(
+        WAIT_REGISTER,
+        &["lock", "lock:quorlock:waiters", "lock:readers"],
+        &[b, "20", "120000"],
+        Value::Nil,
+        queued,
+    );
+    s.call(WAIT_PASS_ON, queued, &["tok", "chan"], int(0), queued);
+    s.setup(&[&["DEL", "lock"]]);
+    s.call(WAIT_PASS_ON, queued, &["tok", "chan"], int(0), queued);
+    s.setup(&[&["DEL", "lock:quorlock:waiters"]]);
 
     // extend: absent, ours (new TTL), another's, wrong type, expired.
     s.call(EXTEND, lock, &["tok", "30000"], int(0), lock);
